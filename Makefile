@@ -1,0 +1,43 @@
+# peerfs build, demo, tests and benchmarks. Everything a fresh machine needs is installed by
+# the targets themselves (Go modules from the module proxy; apt packages by scripts/deps.sh).
+
+GO       ?= go
+BIN      := bin/peerfs
+BENCHBIN := bin/peerfs-bench
+FUZZTIME ?= 30s
+
+.PHONY: all build demo test test-race test-full fuzz bench-link deps clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/peerfs
+	$(GO) build -o $(BENCHBIN) ./cmd/peerfs-bench
+
+# Two peers on loopback in a temporary directory: trust, share, list, pull, throughput.
+demo: build
+	scripts/demo.sh $(BIN)
+
+deps:
+	scripts/deps.sh
+
+# The whole suite: vet, the race detector on short sizes, the full-size two-node tests
+# (1 GiB pull, 10,000-file tree, interrupted pulls), and bounded fuzzing of the frame decoder
+# and of share path resolution.
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -race -short -count=1 ./...
+	$(GO) test -count=1 -timeout 20m ./internal/node/ ./cmd/...
+	$(MAKE) fuzz
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzFrame -fuzztime=$(FUZZTIME) ./internal/wire/
+	$(GO) test -run='^$$' -fuzz=FuzzSharePath -fuzztime=$(FUZZTIME) ./internal/share/
+
+# Link throughput: plain TCP, bare TLS, peerfs transport, native cp and a real peerfs pull,
+# 1 GiB each, 5 runs, medians (BENCHMARKS.md).
+bench-link: build
+	$(BENCHBIN) link --size 1GiB --runs 5 --peerfs $(BIN) --out bench-link.json
+
+clean:
+	rm -rf bin bench-link.json

@@ -1,0 +1,213 @@
+// Package api is the control interface between the peerfs CLI and its daemon: versioned JSON
+// messages over a Unix socket in the runtime directory. The socket is created mode 0600 in a
+// 0700 directory, so other local users can neither connect nor see it.
+//
+// One connection carries one call. The client writes one Request as a JSON line; the daemon
+// answers with zero or more {"type":"event"} lines (long operations: pull, send) and then
+// exactly one line of type "result" or "error". Fields may be added, never changed; a client
+// ignores fields it does not know. docs/CLI.md documents the methods and their JSON.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/identity"
+)
+
+// Version is the API version; a request with another version is refused.
+const Version = 1
+
+// Method names.
+const (
+	MethodStatus = "status"
+	MethodReload = "reload"
+	MethodList   = "ls"
+	MethodPull   = "pull"
+	MethodSend   = "send"
+)
+
+// Request is the one line a client sends.
+type Request struct {
+	API    int    `json:"api"`
+	Method string `json:"method"`
+	Params any    `json:"params,omitempty"`
+}
+
+// Line is one line the daemon sends back.
+type Line struct {
+	Type   string `json:"type"` // "event", "result" or "error"
+	Event  *Event `json:"event,omitempty"`
+	Result any    `json:"result,omitempty"`
+	Error  *Error `json:"error,omitempty"`
+}
+
+// Error is a failure with a stable code (see the Code constants) and a one-line message that
+// says what to do.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Error codes. The CLI maps each to an exit code (docs/CLI.md).
+const (
+	CodeInternal        = "internal"
+	CodeInvalid         = "invalid"           // bad arguments
+	CodeUnknownPeer     = "unknown_peer"      // no peer of that name in the config
+	CodePeerUnreachable = "peer_unreachable"  // not connected and could not connect
+	CodeUntrusted       = "untrusted"         // the peer refused us or we refused it
+	CodeUnknownShare    = "unknown_share"     // no such share exported to us
+	CodeNotFound        = "not_found"         // path does not exist
+	CodePermission      = "permission_denied" // EACCES/EPERM or a read-only share
+	CodePathRefused     = "path_refused"      // path escapes the share or is malformed
+	CodeDiskFull        = "disk_full"         // ENOSPC/EDQUOT on either side
+	CodeIntegrity       = "integrity"         // content hash mismatch, source changed
+	CodeCanceled        = "canceled"
+)
+
+// Errorf builds an *Error.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of an *Error in err's chain, or CodeInternal.
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// StatusResult answers "status".
+type StatusResult struct {
+	DeviceID identity.DeviceID `json:"device_id"`
+	Name     string            `json:"name"`
+	Listen   string            `json:"listen"` // the address actually bound
+	Peers    []PeerStatus      `json:"peers"`
+}
+
+// PeerStatus is one trusted peer as the daemon sees it.
+type PeerStatus struct {
+	Name      string            `json:"name"`
+	DeviceID  identity.DeviceID `json:"device_id"`
+	Addr      string            `json:"addr"` // configured address, or the one it last came from
+	Connected bool              `json:"connected"`
+	Since     time.Time         `json:"since,omitzero"`         // connected since
+	RTTMicros int64             `json:"rtt_us,omitempty"`       // last keepalive round trip
+	TLS       string            `json:"tls,omitempty"`          // "TLS 1.3"
+	Cipher    string            `json:"cipher,omitempty"`       // negotiated cipher suite
+	KeyExch   string            `json:"key_exchange,omitempty"` // negotiated group, X25519MLKEM768
+	Protocol  int               `json:"protocol,omitempty"`     // negotiated wire version
+	BytesIn   uint64            `json:"bytes_in"`
+	BytesOut  uint64            `json:"bytes_out"`
+	LastError string            `json:"last_error,omitempty"` // why the last connection attempt failed
+	Transfers []TransferStatus  `json:"transfers"`
+}
+
+// TransferStatus is a pull or send in progress.
+type TransferStatus struct {
+	ID        string    `json:"id"`
+	Kind      string    `json:"kind"` // "pull" or "send"
+	Remote    string    `json:"remote"`
+	Local     string    `json:"local"`
+	Started   time.Time `json:"started"`
+	Bytes     int64     `json:"bytes"`       // moved so far
+	Total     int64     `json:"total_bytes"` // known so far
+	Files     int       `json:"files"`
+	FilesDone int       `json:"files_done"`
+}
+
+// ListParams asks "ls" for a path of a peer's share; an empty Share lists the shares.
+type ListParams struct {
+	Peer  string `json:"peer"`
+	Share string `json:"share,omitempty"`
+	Path  string `json:"path,omitempty"`
+}
+
+// ListResult answers "ls": the entries of a directory, or the single entry of a file.
+type ListResult struct {
+	Shares  []ShareInfo `json:"shares,omitempty"`
+	Entries []Entry     `json:"entries,omitempty"`
+}
+
+// ShareInfo is one share a peer exports to us.
+type ShareInfo struct {
+	Name     string `json:"name"`
+	ReadOnly bool   `json:"read_only"`
+}
+
+// Entry is one file in an "ls" result.
+type Entry struct {
+	Name   string    `json:"name"`
+	Type   string    `json:"type"` // "file", "dir", "symlink", "other"
+	Mode   uint32    `json:"mode"` // POSIX mode: type bits | permissions
+	Size   int64     `json:"size"`
+	Mtime  time.Time `json:"mtime"`
+	Nlink  uint32    `json:"nlink"`
+	UID    uint32    `json:"uid"`
+	GID    uint32    `json:"gid"`
+	Target string    `json:"target,omitempty"` // symlink target
+}
+
+// PullParams asks for a file or tree of a peer's share to be copied to Dest, an absolute local
+// path. If Dest is an existing directory the copy lands inside it under the remote base name.
+type PullParams struct {
+	Peer  string `json:"peer"`
+	Share string `json:"share"`
+	Path  string `json:"path,omitempty"`
+	Dest  string `json:"dest"`
+}
+
+// SendParams asks for Source, an absolute local path (file or tree), to be copied into Dir of a
+// peer's share.
+type SendParams struct {
+	Source string `json:"source"`
+	Peer   string `json:"peer"`
+	Share  string `json:"share"`
+	Dir    string `json:"dir,omitempty"`
+}
+
+// Event is one step of a long operation. Type is "start", "progress", "done" or "error".
+type Event struct {
+	Type       string  `json:"type"`
+	Path       string  `json:"path,omitempty"`  // the file concerned, for per-file events
+	Files      int     `json:"files"`           // files known so far
+	FilesDone  int     `json:"files_done"`      //
+	Bytes      int64   `json:"bytes"`           // bytes moved so far
+	TotalBytes int64   `json:"total_bytes"`     // bytes known so far
+	Resumed    int64   `json:"resumed_bytes"`   // bytes kept from earlier interrupted runs
+	Elapsed    float64 `json:"elapsed_seconds"` //
+	Rate       float64 `json:"bytes_per_second"`
+	Error      *Error  `json:"error,omitempty"` // with type "error"
+}
+
+// TransferResult answers "pull" and "send".
+type TransferResult struct {
+	Source     string  `json:"source"`
+	Dest       string  `json:"dest"`
+	Files      int     `json:"files"`
+	Dirs       int     `json:"dirs"`
+	Symlinks   int     `json:"symlinks"`
+	Skipped    int     `json:"skipped"` // already present and identical in size and mtime
+	Bytes      int64   `json:"bytes"`   // bytes moved over the link in this run
+	TotalBytes int64   `json:"total_bytes"`
+	Resumed    int64   `json:"resumed_bytes"`
+	Elapsed    float64 `json:"elapsed_seconds"`
+	Rate       float64 `json:"bytes_per_second"`
+	Hash       string  `json:"hash,omitempty"` // BLAKE3 of a single file, hex
+}
+
+// Backend is what the daemon serves; the node implements it. Long operations report progress
+// through emit, which is safe to call from any goroutine.
+type Backend interface {
+	Status(ctx context.Context) (*StatusResult, error)
+	Reload(ctx context.Context) error
+	List(ctx context.Context, p ListParams) (*ListResult, error)
+	Pull(ctx context.Context, p PullParams, emit func(Event)) (*TransferResult, error)
+	Send(ctx context.Context, p SendParams, emit func(Event)) (*TransferResult, error)
+}

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peerfs/peerfs/internal/config"
+	"github.com/peerfs/peerfs/internal/daemon"
+)
+
+// DaemonOptions are the flags of "peerfs daemon".
+type DaemonOptions struct {
+	Listen string
+}
+
+func newDaemonCommand(g *Globals) *cobra.Command {
+	var opts DaemonOptions
+	cmd := &cobra.Command{
+		Use:   "daemon [--listen ADDR]",
+		Short: "Run the daemon in the foreground",
+		Long: `Run the peerfs daemon in the foreground: it listens for peers, connects to the peers
+it knows, serves this device's shares, and answers the other peerfs commands over a
+Unix socket in the runtime directory. It logs to stderr (--verbose for debug logs,
+--quiet for warnings only, --json for JSON logs) and stops cleanly on SIGINT or SIGTERM.
+SIGHUP makes it reread the config file.
+
+The listen address is --listen, else $PEERFS_LISTEN, else "listen" in the config file,
+else :7462. contrib/systemd/peerfs.service runs it as a systemd user service.`,
+		Example: `  peerfs daemon
+  peerfs daemon --listen 127.0.0.1:7462 --verbose`,
+		Args: argsRange(0, 0),
+		RunE: runE(g, func(ctx context.Context, args []string) error {
+			return runDaemon(ctx, opts, g, args, g.Stderr)
+		}),
+	}
+	cmd.Flags().StringVar(&opts.Listen, "listen", "", "listen for peers on `ADDR` (HOST:PORT; env PEERFS_LISTEN)")
+	return cmd
+}
+
+// runDaemon runs the daemon until ctx is done; logs go to logOut.
+func runDaemon(ctx context.Context, opts DaemonOptions, g *Globals, args []string, logOut io.Writer) error {
+	if opts.Listen != "" {
+		if err := config.CheckAddr(opts.Listen); err != nil {
+			return usageErrorf("--listen %q: %v", opts.Listen, err)
+		}
+	}
+	p, err := g.paths()
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	switch {
+	case g.Verbose:
+		level = slog.LevelDebug
+	case g.Quiet:
+		level = slog.LevelWarn
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(logOut, hopts)
+	if g.JSON {
+		h = slog.NewJSONHandler(logOut, hopts)
+	}
+	return daemon.Run(ctx, daemon.Options{Paths: p, Listen: opts.Listen, Logger: slog.New(h)})
+}

@@ -1,0 +1,108 @@
+// Package daemon runs the peerfs daemon process: it loads the device identity, starts the node
+// (peers, shares, transfers), serves the control API on the runtime socket and handles
+// signals. It is the process's life and nothing more: what the daemon does for peers lives in
+// node, how the CLI talks to it in api. It never prints; it logs through the Logger it is given.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/config"
+	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/node"
+)
+
+// Options configure Run.
+type Options struct {
+	Paths  config.Paths
+	Listen string       // the --listen flag; empty falls back to $PEERFS_LISTEN, the config file, the default
+	Logger *slog.Logger // nil discards logs
+}
+
+// Run runs the daemon until ctx is done, then stops it and returns nil. It returns an error
+// if the daemon cannot start (no identity or config, a daemon already running for this home,
+// the listen address taken) or if the node or the API server fails. SIGHUP reloads the config
+// file. The control socket is removed on return.
+func Run(ctx context.Context, opts Options) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := opts.Paths
+
+	id, err := identity.Load(p.IdentityDir())
+	if err != nil {
+		return err // identity's message already says to run "peerfs init"
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		return err
+	}
+
+	// The socket comes first: a second daemon for the same home is then refused with a clear
+	// message instead of failing to bind the peer port.
+	sock, err := api.Listen(p.Socket())
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+
+	n, err := node.New(node.Options{
+		Paths:    p,
+		Identity: id,
+		Listen:   cfg.ResolveListen(opts.Listen),
+		Logger:   log,
+	})
+	if err != nil {
+		return fmt.Errorf("starting node: %w", err)
+	}
+
+	log.Info(fmt.Sprintf("peerfs daemon: device %s listening on %s, control socket %s", id.ID, n.Addr(), p.Socket()))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	nodeDone := make(chan error, 1)
+	go func() { nodeDone <- n.Run(ctx) }()
+	apiDone := make(chan error, 1)
+	go func() { apiDone <- api.Serve(ctx, sock, n, log) }()
+
+	// Wait for the first of: ctx done, a part failing; then stop and wait for both parts.
+	var nodeErr, apiErr error
+	nodeRunning, apiRunning := true, true
+	for nodeRunning || apiRunning {
+		select {
+		case <-hup:
+			if err := n.Reload(ctx); err != nil {
+				log.Warn("reload on SIGHUP failed", "err", err)
+			} else {
+				log.Info("config reloaded on SIGHUP")
+			}
+		case nodeErr = <-nodeDone:
+			nodeRunning = false
+			cancel()
+		case apiErr = <-apiDone:
+			apiRunning = false
+			cancel()
+		}
+	}
+	if errors.Is(nodeErr, context.Canceled) {
+		nodeErr = nil
+	}
+	if err := errors.Join(nodeErr, apiErr); err != nil {
+		return err
+	}
+	log.Info("peerfs daemon stopped")
+	return nil
+}

@@ -1,0 +1,290 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/transfer"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+var _ api.Backend = (*Node)(nil)
+
+// Status reports this device and every trusted peer.
+func (n *Node) Status(ctx context.Context) (*api.StatusResult, error) {
+	n.mu.Lock()
+	res := &api.StatusResult{DeviceID: n.id.ID, Name: n.cfg.Name, Listen: n.ln.Addr().String()}
+	order := make([]*peer, 0, len(n.cfg.Peers))
+	for _, pc := range n.cfg.Peers {
+		if p := n.peers[pc.ID]; p != nil {
+			order = append(order, p)
+		}
+	}
+	n.mu.Unlock()
+	for _, p := range order {
+		p.mu.Lock()
+		ps := api.PeerStatus{Name: p.cfg.Name, DeviceID: p.cfg.ID, Addr: p.cfg.Addr, Transfers: []api.TransferStatus{}}
+		if ps.Addr == "" {
+			ps.Addr = p.lastAddr
+		}
+		if p.sess != nil && p.sess.Err() == nil {
+			ps.Connected, ps.Since = true, p.since
+			ps.RTTMicros = p.sess.RTT().Microseconds()
+			ps.TLS, ps.Cipher, ps.KeyExch = p.conn.Info.Version, p.conn.Info.CipherSuite, p.conn.Info.Group
+			ps.Protocol = p.sess.Version()
+			ps.BytesIn, ps.BytesOut = p.sess.BytesIn(), p.sess.BytesOut()
+		} else if p.lastErr != nil {
+			ps.LastError = p.lastErr.Error()
+		}
+		for _, t := range p.transfers {
+			ps.Transfers = append(ps.Transfers, *t)
+		}
+		p.mu.Unlock()
+		res.Peers = append(res.Peers, ps)
+	}
+	return res, nil
+}
+
+// peerByName finds a configured peer.
+func (n *Node) peerByName(name string) (*peer, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	pc := n.cfg.PeerByName(name)
+	if pc == nil {
+		return nil, api.Errorf(api.CodeUnknownPeer, "no peer named %q: add it with \"peerfs peer add ID --name %s\" (see \"peerfs peer ls\")", name, name)
+	}
+	return n.peers[pc.ID], nil
+}
+
+func (n *Node) link(ctx context.Context, name string) (*peer, *rpc.Session, error) {
+	p, err := n.peerByName(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := p.session(ctx, connectWait)
+	return p, sess, err
+}
+
+// List lists a peer's shares, a directory of a share, or one file.
+func (n *Node) List(ctx context.Context, a api.ListParams) (*api.ListResult, error) {
+	_, sess, err := n.link(ctx, a.Peer)
+	if err != nil {
+		return nil, err
+	}
+	rp := remote.Peer{S: sess}
+	spec := a.Peer + ":" + a.Share + "/" + a.Path
+	if a.Share == "" {
+		list, err := rp.Shares(ctx)
+		if err != nil {
+			return nil, apiError(err, "listing shares of "+a.Peer)
+		}
+		res := &api.ListResult{Shares: []api.ShareInfo{}}
+		for _, s := range list {
+			res.Shares = append(res.Shares, api.ShareInfo{Name: s.Name, ReadOnly: s.ReadOnly})
+		}
+		return res, nil
+	}
+	st, err := rp.Stat(ctx, a.Share, a.Path)
+	if err != nil {
+		return nil, apiError(err, spec)
+	}
+	res := &api.ListResult{Entries: []api.Entry{}}
+	if !st.IsDir() {
+		st.Name = filepath.Base("/" + a.Path)
+		res.Entries = append(res.Entries, toAPIEntry(st))
+		return res, nil
+	}
+	list, err := rp.ReadDir(ctx, a.Share, a.Path)
+	if err != nil {
+		return nil, apiError(err, spec)
+	}
+	for _, e := range list {
+		res.Entries = append(res.Entries, toAPIEntry(e))
+	}
+	return res, nil
+}
+
+func toAPIEntry(e wire.Entry) api.Entry {
+	t := "other"
+	switch {
+	case e.IsDir():
+		t = "dir"
+	case e.IsRegular():
+		t = "file"
+	case e.IsSymlink():
+		t = "symlink"
+	}
+	return api.Entry{Name: e.Name, Type: t, Mode: e.Mode, Size: int64(e.Size), Mtime: time.Unix(0, e.MtimeNs),
+		Nlink: e.Nlink, UID: e.UID, GID: e.GID, Target: e.Target}
+}
+
+// Pull copies a file or tree of a peer's share to a local path.
+func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event)) (*api.TransferResult, error) {
+	if !filepath.IsAbs(a.Dest) {
+		return nil, api.Errorf(api.CodeInvalid, "destination %q must be an absolute path", a.Dest)
+	}
+	if err := wire.CheckPath(a.Path); err != nil {
+		return nil, api.Errorf(api.CodePathRefused, "%v", err)
+	}
+	p, sess, err := n.link(ctx, a.Peer)
+	if err != nil {
+		return nil, err
+	}
+	spec := a.Peer + ":" + a.Share + "/" + a.Path
+	done := n.track(p, "pull", spec, a.Dest, emit)
+	res, err := transfer.Pull(ctx, remote.Peer{S: sess}, a.Share, a.Path, a.Dest, transfer.Options{
+		OnProgress: done.progress, Logger: n.log})
+	done.finish()
+	if err != nil {
+		return nil, apiError(err, "pull "+spec)
+	}
+	return toAPIResult(spec, res), nil
+}
+
+// Send copies a local file or tree into a directory of a peer's share.
+func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event)) (*api.TransferResult, error) {
+	if !filepath.IsAbs(a.Source) {
+		return nil, api.Errorf(api.CodeInvalid, "source %q must be an absolute path", a.Source)
+	}
+	if err := wire.CheckPath(a.Dir); err != nil {
+		return nil, api.Errorf(api.CodePathRefused, "%v", err)
+	}
+	p, sess, err := n.link(ctx, a.Peer)
+	if err != nil {
+		return nil, err
+	}
+	spec := a.Peer + ":" + a.Share + "/" + a.Dir
+	done := n.track(p, "send", spec, a.Source, emit)
+	res, err := transfer.Send(ctx, remote.Peer{S: sess}, a.Source, a.Share, a.Dir, transfer.Options{
+		OnProgress: done.progress, Logger: n.log})
+	done.finish()
+	if err != nil {
+		return nil, apiError(err, "send to "+spec)
+	}
+	out := toAPIResult(a.Source, res)
+	out.Dest = a.Peer + ":" + a.Share + "/" + res.Dest
+	return out, nil
+}
+
+func toAPIResult(source string, r *transfer.Result) *api.TransferResult {
+	out := &api.TransferResult{Source: source, Dest: r.Dest, Files: r.Files, Dirs: r.Dirs, Symlinks: r.Symlinks,
+		Skipped: r.Skipped, Bytes: r.Bytes, TotalBytes: r.TotalBytes, Resumed: r.Resumed,
+		Elapsed: r.Elapsed.Seconds()}
+	if s := r.Elapsed.Seconds(); s > 0 {
+		out.Rate = float64(r.Bytes) / s
+	}
+	if r.Hash != nil {
+		out.Hash = fmt.Sprintf("%x", r.Hash)
+	}
+	return out
+}
+
+// tracked is a transfer listed in status and reported through emit.
+type tracked struct {
+	p    *peer
+	id   string
+	st   *api.TransferStatus
+	emit func(api.Event)
+}
+
+func (n *Node) track(p *peer, kind, remoteSpec, local string, emit func(api.Event)) *tracked {
+	n.mu.Lock()
+	n.nextID++
+	id := strconv.Itoa(n.nextID)
+	n.mu.Unlock()
+	t := &tracked{p: p, id: id, emit: emit,
+		st: &api.TransferStatus{ID: id, Kind: kind, Remote: remoteSpec, Local: local, Started: time.Now()}}
+	p.mu.Lock()
+	p.transfers[id] = t.st
+	p.mu.Unlock()
+	if emit != nil {
+		emit(api.Event{Type: "start", Path: remoteSpec})
+	}
+	return t
+}
+
+func (t *tracked) progress(pr transfer.Progress) {
+	t.p.mu.Lock()
+	t.st.Bytes, t.st.Total, t.st.Files, t.st.FilesDone = pr.Bytes, pr.TotalBytes, pr.Files, pr.FilesDone
+	t.p.mu.Unlock()
+	if t.emit != nil {
+		ev := api.Event{Type: "progress", Path: pr.Path, Files: pr.Files, FilesDone: pr.FilesDone,
+			Bytes: pr.Bytes, TotalBytes: pr.TotalBytes, Resumed: pr.Resumed, Elapsed: pr.Elapsed.Seconds()}
+		if s := pr.Elapsed.Seconds(); s > 0 {
+			ev.Rate = float64(pr.Bytes) / s
+		}
+		t.emit(ev)
+	}
+}
+
+func (t *tracked) finish() {
+	t.p.mu.Lock()
+	delete(t.p.transfers, t.id)
+	t.p.mu.Unlock()
+}
+
+// apiError maps an error of a remote or local operation to an api.Error with a code and a
+// message that says what to do. what names the operation.
+func apiError(err error, what string) error {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	var re *wire.RemoteError
+	if errors.As(err, &re) {
+		code := api.CodeInternal
+		hint := ""
+		switch re.Code {
+		case wire.ENOENT:
+			code = api.CodeNotFound
+		case wire.ErrnoNoShare:
+			code = api.CodeUnknownShare
+		case wire.EACCES, wire.EPERM, wire.EROFS:
+			code = api.CodePermission
+		case wire.ErrnoPathRefused:
+			code = api.CodePathRefused
+		case wire.ENOSPC, wire.EDQUOT:
+			code, hint = api.CodeDiskFull, " (on the peer): free space there and run the same command again to resume"
+		case wire.ErrnoHashMismatch, wire.ErrnoChanged:
+			code = api.CodeIntegrity
+		case wire.ENOTDIR, wire.EISDIR, wire.EINVAL, wire.EEXIST:
+			code = api.CodeInvalid
+		}
+		return api.Errorf(code, "%s: %s%s", what, re.Message, hint)
+	}
+	code := api.CodeInternal
+	hint := ""
+	switch {
+	case errors.Is(err, context.Canceled):
+		code = api.CodeCanceled
+	case errors.Is(err, rpc.ErrPeerGone):
+		code, hint = api.CodePeerUnreachable, "; run the same command again to resume"
+	case errors.Is(err, transfer.ErrHashMismatch), errors.Is(err, transfer.ErrChanged):
+		code = api.CodeIntegrity
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		code, hint = api.CodeDiskFull, ": free space here and run the same command again to resume"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		code = api.CodePermission
+	case errors.Is(err, fs.ErrNotExist):
+		code = api.CodeNotFound
+	case errors.Is(err, wire.ErrPathRefused), isEscape(err):
+		code = api.CodePathRefused
+	}
+	return api.Errorf(code, "%s: %v%s", what, err, hint)
+}
+
+// isEscape reports an os.Root refusal on the local side (a symlink or name leading out of the
+// destination). os.Root reports it as a *PathError whose text is "path escapes from parent".
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
+}

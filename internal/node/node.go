@@ -1,0 +1,318 @@
+// Package node is the composition root of a running device: it owns the trusted peers and
+// their links, the exported shares, and the transfers in progress, and implements the daemon's
+// control API (api.Backend) on top of them.
+//
+// Link lifecycle: every trusted peer with a known address has a dial loop that connects,
+// verifies (internal/transport), negotiates (internal/rpc) and, when the link ends, redials
+// with exponential backoff. Incoming connections from trusted peers are accepted too. When both
+// sides dial at once, the link opened by the device with the smaller ID wins on both sides.
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/config"
+	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/share"
+	"github.com/peerfs/peerfs/internal/transport"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Tuning constants.
+const (
+	backoffMin = 500 * time.Millisecond
+	backoffMax = 30 * time.Second
+	// connectWait is how long a command waits for a peer that is not connected yet.
+	connectWait = 10 * time.Second
+)
+
+// Options configure a Node.
+type Options struct {
+	Paths    config.Paths
+	Identity *identity.Identity
+	Listen   string // address to bind, already resolved (flag > env > config > default)
+	Logger   *slog.Logger
+	// Keepalive overrides the link keepalive interval (tests); 0 means rpc.DefaultKeepalive.
+	Keepalive time.Duration
+}
+
+// Node is a running device.
+type Node struct {
+	paths config.Paths
+	id    *identity.Identity
+	log   *slog.Logger
+	ln    net.Listener
+	tcfg  *transport.Config
+	keep  time.Duration
+
+	runCtx context.Context // set by Run; dial loops live under it
+
+	mu     sync.Mutex
+	cfg    *config.File
+	peers  map[identity.DeviceID]*peer
+	shares map[string]*openShare // by share name
+	nextID int                   // transfer IDs
+}
+
+// openShare is an exported share opened for serving.
+type openShare struct {
+	cfg config.Share
+	sh  *share.Share
+}
+
+// New loads the config file and binds the listener.
+func New(opts Options) (*Node, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := config.Load(opts.Paths)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		paths:  opts.Paths,
+		id:     opts.Identity,
+		log:    opts.Logger,
+		keep:   opts.Keepalive,
+		peers:  map[identity.DeviceID]*peer{},
+		shares: map[string]*openShare{},
+	}
+	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted}
+	n.ln, err = transport.Listen(opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w (is another daemon using the port? choose one with --listen)", opts.Listen, err)
+	}
+	n.apply(cfg)
+	return n, nil
+}
+
+// Addr returns the bound peer address.
+func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+
+// ID returns this device's ID.
+func (n *Node) ID() identity.DeviceID { return n.id.ID }
+
+// Run accepts and dials links until ctx is done, then closes them all.
+func (n *Node) Run(ctx context.Context) error {
+	n.mu.Lock()
+	n.runCtx = ctx
+	for _, p := range n.peers {
+		n.startDialLocked(p)
+	}
+	n.mu.Unlock()
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.acceptLoop(ctx)
+	}()
+	<-ctx.Done()
+	n.ln.Close()
+	wg.Wait()
+
+	n.mu.Lock()
+	peers := make([]*peer, 0, len(n.peers))
+	for _, p := range n.peers {
+		peers = append(peers, p)
+	}
+	shares := n.shares
+	n.shares = map[string]*openShare{}
+	n.mu.Unlock()
+	for _, p := range peers {
+		p.stop()
+	}
+	for _, s := range shares {
+		s.sh.Close()
+	}
+	return nil
+}
+
+func (n *Node) trusted(id identity.DeviceID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.peers[id]
+	return ok
+}
+
+func (n *Node) acceptLoop(ctx context.Context) {
+	for {
+		raw, err := n.ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Error("accept failed; no more incoming links", "err", err)
+			}
+			return
+		}
+		go func() {
+			conn, err := transport.Server(ctx, raw, n.tcfg)
+			if err != nil {
+				n.log.Warn("refused incoming link", "from", raw.RemoteAddr(), "err", err)
+				return
+			}
+			n.attach(conn)
+		}()
+	}
+}
+
+// Reload rereads the config file and applies it: new peers are dialled, removed ones
+// disconnected, shares reopened.
+func (n *Node) Reload(ctx context.Context) error {
+	cfg, err := config.Load(n.paths)
+	if err != nil {
+		return err
+	}
+	n.apply(cfg)
+	n.log.Info("configuration reloaded", "peers", len(cfg.Peers), "shares", len(cfg.Shares))
+	return nil
+}
+
+// apply makes the node match cfg.
+func (n *Node) apply(cfg *config.File) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cfg = cfg
+	seen := map[identity.DeviceID]bool{}
+	for _, pc := range cfg.Peers {
+		seen[pc.ID] = true
+		p := n.peers[pc.ID]
+		if p == nil {
+			p = newPeer(n, pc)
+			n.peers[pc.ID] = p
+			if n.runCtx != nil {
+				n.startDialLocked(p)
+			}
+			continue
+		}
+		addrChanged := p.setConfig(pc)
+		if addrChanged && n.runCtx != nil {
+			p.stopDial()
+			n.startDialLocked(p)
+		}
+	}
+	for id, p := range n.peers {
+		if !seen[id] {
+			delete(n.peers, id)
+			go p.stop()
+		}
+	}
+	// Reopen shares whose definition changed; close removed ones.
+	want := map[string]config.Share{}
+	for _, s := range cfg.Shares {
+		want[s.Name] = s
+	}
+	for name, o := range n.shares {
+		w, ok := want[name]
+		if !ok || w.Path != o.cfg.Path || w.ReadOnly != o.cfg.ReadOnly {
+			o.sh.Close()
+			delete(n.shares, name)
+		} else {
+			o.cfg = w
+		}
+	}
+}
+
+func (n *Node) startDialLocked(p *peer) {
+	if p.addr() != "" {
+		p.startDial(n.runCtx)
+	}
+}
+
+// shareFor returns share name if it is exported to the peer with this ID, opening it on first
+// use.
+func (n *Node) shareFor(id identity.DeviceID, name string) (*share.Share, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	pc := n.cfg.PeerByID(id)
+	sc := n.cfg.ShareByName(name)
+	if pc == nil || sc == nil || !contains(sc.Peers, pc.Name) {
+		return nil, false
+	}
+	if o := n.shares[name]; o != nil {
+		return o.sh, true
+	}
+	sh, err := share.Open(sc.Name, sc.Path, sc.ReadOnly)
+	if err != nil {
+		n.log.Error("cannot open share", "share", name, "err", err)
+		return nil, false
+	}
+	n.shares[name] = &openShare{cfg: *sc, sh: sh}
+	return sh, true
+}
+
+func (n *Node) sharesFor(id identity.DeviceID) []wire.ShareInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []wire.ShareInfo
+	for _, s := range n.cfg.SharesFor(id) {
+		out = append(out, wire.ShareInfo{Name: s.Name, ReadOnly: s.ReadOnly})
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// attach turns a verified connection into the peer's session, resolving a simultaneous dial.
+// It fails when the protocol cannot be negotiated (or the peer refuses us after TLS).
+func (n *Node) attach(conn *transport.Conn) error {
+	n.mu.Lock()
+	p := n.peers[conn.Peer]
+	n.mu.Unlock()
+	if p == nil { // removed between handshake and now
+		conn.Close()
+		return errors.New("peer no longer trusted")
+	}
+	id := conn.Peer
+	srv := &share.Server{
+		Lookup: func(name string) (*share.Share, bool) { return n.shareFor(id, name) },
+		List:   func() []wire.ShareInfo { return n.sharesFor(id) },
+		Logger: n.log,
+	}
+	sess, err := rpc.New(conn, rpc.Options{Handler: srv, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
+	if err != nil {
+		n.log.Warn("link negotiation failed", "peer", p.name(), "err", err)
+		p.setError(err)
+		return err
+	}
+	// The link opened by the smaller device ID wins when both sides dialled.
+	preferred := conn.Outbound == (bytes.Compare(n.id.ID[:], id[:]) < 0)
+	if !p.setSession(sess, conn, preferred) {
+		sess.Close(errors.New("duplicate link"))
+		return nil
+	}
+	n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "outbound", conn.Outbound,
+		"tls", conn.Info.Version, "cipher", conn.Info.CipherSuite, "kex", conn.Info.Group, "protocol", sess.Version())
+	go func() {
+		<-sess.Done()
+		p.clearSession(sess)
+		n.log.Info("peer disconnected", "peer", p.name(), "reason", sess.Err())
+	}()
+	return nil
+}
+
+func (n *Node) name() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cfg.Name
+}
+
+// jitter spreads reconnects of many peers.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}

@@ -1,0 +1,218 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/config"
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/transport"
+)
+
+// peer is one trusted device and its link.
+type peer struct {
+	n *Node
+
+	mu        sync.Mutex
+	cfg       config.Peer
+	sess      *rpc.Session
+	conn      *transport.Conn
+	since     time.Time
+	lastErr   error
+	lastAddr  string
+	changed   chan struct{} // closed and replaced whenever sess changes
+	kick      chan struct{} // capacity 1: dial now
+	dialStop  context.CancelFunc
+	dialDone  chan struct{}
+	transfers map[string]*api.TransferStatus
+}
+
+func newPeer(n *Node, cfg config.Peer) *peer {
+	return &peer{n: n, cfg: cfg, changed: make(chan struct{}), kick: make(chan struct{}, 1),
+		transfers: map[string]*api.TransferStatus{}}
+}
+
+func (p *peer) name() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Name
+}
+
+func (p *peer) addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Addr
+}
+
+// setConfig updates the peer's config and reports whether its address changed.
+func (p *peer) setConfig(cfg config.Peer) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := cfg.Addr != p.cfg.Addr
+	p.cfg = cfg
+	return changed
+}
+
+func (p *peer) setError(err error) {
+	p.mu.Lock()
+	p.lastErr = err
+	p.mu.Unlock()
+}
+
+// setSession installs a new link unless a live preferred one exists; it reports whether sess
+// was installed.
+func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred bool) bool {
+	p.mu.Lock()
+	old := p.sess
+	if old != nil && old.Err() == nil && !preferred {
+		p.mu.Unlock()
+		return false
+	}
+	p.sess, p.conn, p.since, p.lastErr = sess, conn, time.Now(), nil
+	p.lastAddr = conn.RemoteAddr().String()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	if old != nil {
+		old.Close(errors.New("replaced by a newer link"))
+	}
+	return true
+}
+
+func (p *peer) clearSession(sess *rpc.Session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sess != sess {
+		return
+	}
+	p.sess, p.conn = nil, nil
+	p.lastErr = sess.Err()
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// session returns the live link, waiting up to wait for one (kicking the dial loop).
+func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		sess, changed, lastErr, name, addr := p.sess, p.changed, p.lastErr, p.cfg.Name, p.cfg.Addr
+		p.mu.Unlock()
+		if sess != nil && sess.Err() == nil {
+			return sess, nil
+		}
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			p.mu.Lock()
+			lastErr = p.lastErr
+			p.mu.Unlock()
+			return nil, unreachable(name, addr, lastErr)
+		}
+	}
+}
+
+func unreachable(name, addr string, lastErr error) error {
+	switch {
+	case errors.Is(lastErr, transport.ErrRefusedByPeer), errors.Is(lastErr, transport.ErrUntrusted),
+		errors.Is(lastErr, transport.ErrWrongPeer), errors.Is(lastErr, transport.ErrNoPQ):
+		return api.Errorf(api.CodeUntrusted, "cannot link to peer %s: %v", name, lastErr)
+	case addr == "" && lastErr == nil:
+		return api.Errorf(api.CodePeerUnreachable,
+			"peer %s is not connected and has no address: set one with \"peerfs peer add ID --name %s --addr HOST:PORT\" or start its daemon so it dials us", name, name)
+	case lastErr != nil:
+		return api.Errorf(api.CodePeerUnreachable, "peer %s (%s) is not connected: %v; check that its daemon runs and the address", name, addr, lastErr)
+	}
+	return api.Errorf(api.CodePeerUnreachable, "peer %s (%s) is not connected; check that its daemon runs and the address", name, addr)
+}
+
+// startDial runs the dial loop until stopDial or ctx ends.
+func (p *peer) startDial(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.dialStop, p.dialDone = cancel, done
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		p.dialLoop(ctx)
+	}()
+}
+
+func (p *peer) stopDial() {
+	p.mu.Lock()
+	stop, done := p.dialStop, p.dialDone
+	p.dialStop, p.dialDone = nil, nil
+	p.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// stop ends the dial loop and the link.
+func (p *peer) stop() {
+	p.stopDial()
+	p.mu.Lock()
+	sess := p.sess
+	p.mu.Unlock()
+	if sess != nil {
+		sess.Close(errors.New("peer removed or daemon stopping"))
+	}
+}
+
+// dialLoop keeps a link up: while connected it waits for the link to end; otherwise it dials,
+// backing off exponentially (with jitter) after failures. A kick dials at once.
+func (p *peer) dialLoop(ctx context.Context) {
+	backoff := backoffMin
+	for {
+		p.mu.Lock()
+		sess, changed, cfg := p.sess, p.changed, p.cfg
+		p.mu.Unlock()
+		if sess != nil && sess.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				continue
+			}
+		}
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		conn, err := transport.Dial(dctx, cfg.Addr, p.n.tcfg, cfg.ID)
+		cancel()
+		if err == nil {
+			if err = p.n.attach(conn); err == nil {
+				backoff = backoffMin
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.setError(fmt.Errorf("%s: %w", cfg.Addr, err))
+		p.n.log.Debug("dial failed", "peer", cfg.Name, "addr", cfg.Addr, "err", err, "retry_in", backoff)
+		t := time.NewTimer(jitter(backoff))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-p.kick:
+			t.Stop()
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, backoffMax)
+	}
+}

@@ -1,0 +1,54 @@
+package rpc
+
+import (
+	"sync"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Buffer is a pooled frame buffer. B[:wire.HeaderLen] is room for the frame header so a frame
+// leaves in one Write; the payload follows. Whoever holds a Buffer releases it exactly once with
+// Release, after which B must not be touched.
+type Buffer struct {
+	B     []byte // header room + payload; len is the frame length
+	class int8
+}
+
+// Payload returns the bytes after the header room.
+func (b *Buffer) Payload() []byte { return b.B[wire.HeaderLen:] }
+
+// Size classes, by total frame length: control frames, metadata batches, full DATA chunks.
+var classSizes = [...]int{4 << 10, 64 << 10, wire.HeaderLen + wire.MaxFrameLen}
+
+var pools [len(classSizes)]sync.Pool
+
+func init() {
+	for i := range pools {
+		size := classSizes[i]
+		pools[i].New = func() any { return &Buffer{B: make([]byte, size)} }
+	}
+}
+
+// GetBuffer returns a buffer with room for a header and payloadLen bytes of payload.
+// payloadLen must not exceed wire.MaxFrameLen.
+func GetBuffer(payloadLen int) *Buffer {
+	n := wire.HeaderLen + payloadLen
+	for i, size := range classSizes {
+		if n <= size {
+			b := pools[i].Get().(*Buffer)
+			b.class = int8(i)
+			b.B = b.B[:n]
+			return b
+		}
+	}
+	panic("rpc: buffer larger than MaxFrameLen")
+}
+
+// Release returns b to its pool. It is safe on nil.
+func (b *Buffer) Release() {
+	if b == nil {
+		return
+	}
+	b.B = b.B[:cap(b.B)]
+	pools[b.class].Put(b)
+}

@@ -1,0 +1,273 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Call sends a request and waits for its single reply frame. The reply is returned in a pooled
+// Buffer that the caller must Release. An ERROR reply comes back as *wire.RemoteError.
+func (s *Session) Call(ctx context.Context, op wire.Op, body []byte) (*Buffer, error) {
+	x, err := s.request(ctx, op, body)
+	if err != nil {
+		return nil, err
+	}
+	defer x.in.close()
+	f, err := x.reply(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.h.Flags&wire.FlagMore != 0 {
+		f.buf.Release()
+		x.abandon()
+		return nil, fmt.Errorf("%w: %v reply has more frames than expected", ErrProtocol, op)
+	}
+	x.end()
+	return f.buf, nil
+}
+
+// CallMore sends a request whose reply may span several frames and calls fn with each frame's
+// payload, which is valid only during the call.
+func (s *Session) CallMore(ctx context.Context, op wire.Op, body []byte, fn func(payload []byte) error) error {
+	x, err := s.request(ctx, op, body)
+	if err != nil {
+		return err
+	}
+	defer x.in.close()
+	for {
+		f, err := x.reply(ctx)
+		if err != nil {
+			return err
+		}
+		more := f.h.Flags&wire.FlagMore != 0
+		err = fn(f.buf.Payload())
+		f.buf.Release()
+		if err != nil {
+			x.abandon()
+			return err
+		}
+		if !more {
+			x.end()
+			return nil
+		}
+	}
+}
+
+// request opens an exchange and sends the request frame.
+func (s *Session) request(ctx context.Context, op wire.Op, body []byte) (*exchange, error) {
+	if len(body) > wire.MaxFrameLen {
+		return nil, fmt.Errorf("%v request of %d bytes exceeds the frame limit", op, len(body))
+	}
+	x, err := s.open(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.send(op, 0, body); err != nil {
+		x.end()
+		return nil, err
+	}
+	return x, nil
+}
+
+// reply waits for the next response frame that is not DATA/END: the reply of op or an ERROR.
+// On cancellation it abandons the exchange.
+func (x *exchange) reply(ctx context.Context) (frame, error) {
+	f, err := x.in.pop(ctx, x)
+	if err != nil {
+		x.abandon()
+		return frame{}, err
+	}
+	switch f.h.Op {
+	case x.op:
+		return f, nil
+	case wire.OpError:
+		x.end()
+		return frame{}, errorFrame(f)
+	}
+	f.buf.Release()
+	x.abandon()
+	x.s.violation("unexpected %v in reply to %v", f.h.Op, x.op)
+	return frame{}, fmt.Errorf("%w: unexpected %v in reply to %v", ErrProtocol, f.h.Op, x.op)
+}
+
+// OpenInStream sends a request that the peer answers with a head frame (the reply of op), then a
+// stream of DATA frames ended by END. window is the initial credit, and must equal the window
+// the request body announces to the peer. The head Buffer must be released by the caller.
+func (s *Session) OpenInStream(ctx context.Context, op wire.Op, body []byte, window uint32) (*Buffer, *InStream, error) {
+	if window < wire.MaxChunk {
+		return nil, nil, fmt.Errorf("stream window %d is below one chunk", window)
+	}
+	x, err := s.open(ctx, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	x.recvAllowance.Store(int64(window))
+	if err := x.send(op, 0, body); err != nil {
+		x.end()
+		return nil, nil, err
+	}
+	f, err := x.reply(ctx)
+	if err != nil {
+		x.in.close()
+		return nil, nil, err
+	}
+	return f.buf, &InStream{x: x, window: int64(window)}, nil
+}
+
+// OpenOutStream sends a request that the peer answers with a head frame (the reply of op) and
+// credit; the caller then sends DATA with Send, ends with End and collects the peer's verdict
+// with Finish. The head Buffer must be released by the caller.
+func (s *Session) OpenOutStream(ctx context.Context, op wire.Op, body []byte) (*Buffer, *OutStream, error) {
+	x, err := s.request(ctx, op, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := x.reply(ctx)
+	if err != nil {
+		x.in.close()
+		return nil, nil, err
+	}
+	return f.buf, &OutStream{x: x, ctx: ctx}, nil
+}
+
+// InStream receives a stream's DATA frames in order and grants credit as they are consumed.
+// One goroutine uses it.
+type InStream struct {
+	x       *exchange
+	window  int64
+	pending int64   // consumed bytes not yet granted back
+	end     *Buffer // END payload once seen
+	done    bool
+}
+
+// Next returns the next chunk: its buffer (release it with Consumed), its file offset and its
+// bytes. At the end of the stream it returns io.EOF; End then holds the END payload.
+func (in *InStream) Next(ctx context.Context) (*Buffer, uint64, []byte, error) {
+	if in.done {
+		return nil, 0, nil, io.EOF
+	}
+	f, err := in.x.in.pop(ctx, in.x)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	switch f.h.Op {
+	case wire.OpData:
+		off, data, _ := wire.DataOffset(f.buf.Payload()) // length checked by deliver
+		return f.buf, off, data, nil
+	case wire.OpEnd:
+		in.end, in.done = f.buf, true
+		if in.x.opener {
+			in.x.end()
+		}
+		return nil, 0, nil, io.EOF
+	case wire.OpError:
+		in.done = true
+		in.x.end()
+		return nil, 0, nil, errorFrame(f)
+	}
+	f.buf.Release()
+	in.x.s.violation("unexpected %v in stream %v", f.h.Op, in.x.op)
+	return nil, 0, nil, fmt.Errorf("%w: unexpected %v in stream", ErrProtocol, f.h.Op)
+}
+
+// Consumed releases a chunk returned by Next and grants its bytes back to the sender, in
+// batches of a quarter window so credit costs few frames.
+func (in *InStream) Consumed(buf *Buffer, n int) error {
+	buf.Release()
+	in.pending += int64(n)
+	if in.pending < in.window/4 || in.done {
+		return nil
+	}
+	grant := in.pending
+	in.pending = 0
+	in.x.recvAllowance.Add(grant) // before the peer can use it
+	c := wire.Credit{Bytes: uint32(grant)}
+	var b [wire.CreditLen]byte
+	return in.x.send(wire.OpCredit, 0, c.AppendTo(b[:0]))
+}
+
+// End returns the END payload after Next returned io.EOF; valid until Close.
+func (in *InStream) End() []byte {
+	if in.end == nil {
+		return nil
+	}
+	return in.end.Payload()
+}
+
+// Close ends the stream: a stream not read to its end is cancelled.
+func (in *InStream) Close() {
+	if !in.done && in.x.opener {
+		in.x.abandon()
+	} else {
+		in.x.in.close()
+	}
+	in.end.Release()
+	in.end = nil
+}
+
+// OutStream sends a stream's DATA frames within the credit the receiver grants.
+type OutStream struct {
+	x   *exchange
+	ctx context.Context
+}
+
+// Send sends buf as one DATA frame for file offset off. buf comes from GetBuffer(
+// wire.DataHeaderLen+n) with the n bytes already at Payload()[wire.DataHeaderLen:]; Send takes
+// ownership and releases it. It waits for credit.
+func (o *OutStream) Send(buf *Buffer, off uint64) error {
+	n := int64(len(buf.B) - wire.HeaderLen - wire.DataHeaderLen)
+	if err := o.x.waitCredit(o.ctx, n); err != nil {
+		buf.Release()
+		if errors.Is(err, errStopped) {
+			_, err = o.Finish() // the receiver's ERROR
+		}
+		return err
+	}
+	wire.PutDataOffset(buf.Payload(), off)
+	return o.x.sendBuffer(wire.OpData, buf)
+}
+
+// End sends END with body. For a served stream (GET) this ends the exchange.
+func (o *OutStream) End(body []byte) error {
+	err := o.x.send(wire.OpEnd, 0, body)
+	if !o.x.opener {
+		o.x.end()
+	}
+	return err
+}
+
+// Finish waits for the receiver's verdict after End: its END reply (returned, release it) or
+// an ERROR.
+func (o *OutStream) Finish() (*Buffer, error) {
+	defer o.x.in.close()
+	f, err := o.x.in.pop(o.ctx, o.x)
+	if err != nil {
+		o.x.abandon()
+		return nil, err
+	}
+	switch f.h.Op {
+	case wire.OpEnd:
+		o.x.end()
+		return f.buf, nil
+	case wire.OpError:
+		o.x.end()
+		return nil, errorFrame(f)
+	}
+	f.buf.Release()
+	o.x.abandon()
+	return nil, fmt.Errorf("%w: unexpected %v after END", ErrProtocol, f.h.Op)
+}
+
+// Abort abandons an outgoing stream that will not be finished.
+func (o *OutStream) Abort() {
+	if o.x.opener {
+		o.x.abandon()
+	} else if !o.x.finished() {
+		o.x.end()
+		o.x.send(wire.OpError, 0, (&wire.ErrorMsg{Code: wire.ECANCELED, Message: "sender aborted"}).AppendTo(nil))
+	}
+}

@@ -1,0 +1,225 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// frame is a received frame queued on its exchange; the consumer releases buf.
+type frame struct {
+	h   wire.Header
+	buf *Buffer
+}
+
+// queue holds an exchange's incoming frames. push never blocks (readLoop must not); the number
+// of frames is bounded by MaxQueuedFrames and their bytes by credit.
+type queue struct {
+	mu     sync.Mutex
+	items  []frame
+	head   int
+	closed bool
+	signal chan struct{} // capacity 1: "something changed"
+}
+
+func (q *queue) push(f frame) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		f.buf.Release()
+		return true
+	}
+	if len(q.items)-q.head >= MaxQueuedFrames {
+		q.mu.Unlock()
+		f.buf.Release()
+		return false
+	}
+	q.items = append(q.items, f)
+	q.mu.Unlock()
+	q.wake()
+	return true
+}
+
+func (q *queue) wake() {
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the next frame. Frames queued before a failure are still returned; after them
+// pop reports the failure.
+func (q *queue) pop(ctx context.Context, x *exchange) (frame, error) {
+	for {
+		q.mu.Lock()
+		if q.head < len(q.items) {
+			f := q.items[q.head]
+			q.items[q.head] = frame{}
+			q.head++
+			if q.head == len(q.items) {
+				q.items, q.head = q.items[:0], 0
+			}
+			q.mu.Unlock()
+			return f, nil
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.signal:
+		case <-x.failed:
+			// drain anything that raced in before reporting
+			q.mu.Lock()
+			pending := q.head < len(q.items)
+			q.mu.Unlock()
+			if !pending {
+				return frame{}, x.err
+			}
+		case <-ctx.Done():
+			return frame{}, ctx.Err()
+		}
+	}
+}
+
+// close drops queued frames and refuses new ones.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	items := q.items[q.head:]
+	q.items, q.head = nil, 0
+	q.mu.Unlock()
+	for _, f := range items {
+		f.buf.Release()
+	}
+}
+
+// exchange is the state of one tag, on either side.
+type exchange struct {
+	s      *Session
+	tag    uint32
+	op     wire.Op
+	opener bool
+	flags  wire.Flags // on our outgoing frames: FlagResponse unless we opened it
+
+	in            queue
+	recvAllowance atomic.Int64 // DATA bytes the peer may still send us
+	sendCredit    atomic.Int64 // DATA bytes we may still send
+	creditSig     chan struct{}
+
+	failOnce sync.Once
+	failed   chan struct{} // closed on cancel or session end
+	err      error         // set before failed closes
+
+	ended atomic.Bool // the final frame went out or came in
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the peer sent ERROR: stop sending DATA
+
+	ctx    context.Context // served exchanges: cancelled on fail
+	cancel context.CancelFunc
+}
+
+func newExchange(s *Session, tag uint32, op wire.Op, opener bool) *exchange {
+	x := &exchange{
+		s: s, tag: tag, op: op, opener: opener,
+		creditSig: make(chan struct{}, 1),
+		failed:    make(chan struct{}),
+		stopped:   make(chan struct{}),
+	}
+	x.in.signal = make(chan struct{}, 1)
+	if !opener {
+		x.flags = wire.FlagResponse
+		x.ctx, x.cancel = context.WithCancel(context.Background())
+	}
+	return x
+}
+
+func (x *exchange) addCredit(n int64) {
+	x.sendCredit.Add(n)
+	select {
+	case x.creditSig <- struct{}{}:
+	default:
+	}
+}
+
+// waitCredit takes n bytes of send credit, waiting for the peer to grant them.
+func (x *exchange) waitCredit(ctx context.Context, n int64) error {
+	for x.sendCredit.Load() < n {
+		select {
+		case <-x.creditSig:
+		case <-x.failed:
+			return x.err
+		case <-x.stopped:
+			return errStopped
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	x.sendCredit.Add(-n)
+	return nil
+}
+
+// errStopped: the receiver of our stream answered with ERROR; the ERROR is in the queue.
+var errStopped = errors.New("stream stopped by receiver")
+
+// stop records that the peer ended the exchange with ERROR, so a sender waiting for credit
+// turns to read it.
+func (x *exchange) stop() { x.stopOnce.Do(func() { close(x.stopped) }) }
+
+// fail ends the exchange abnormally (peer cancel or session end) and wakes its waiters.
+func (x *exchange) fail(err error) {
+	x.failOnce.Do(func() {
+		x.err = err
+		close(x.failed)
+		if x.cancel != nil {
+			x.cancel()
+		}
+		x.in.wake()
+		x.end()
+	})
+}
+
+// end marks the exchange finished and frees its tag.
+func (x *exchange) end() {
+	if x.ended.CompareAndSwap(false, true) {
+		x.s.forget(x)
+		if x.cancel != nil {
+			x.cancel()
+		}
+	}
+}
+
+func (x *exchange) finished() bool { return x.ended.Load() }
+
+// send writes a small frame of this exchange.
+func (x *exchange) send(op wire.Op, flags wire.Flags, body []byte) error {
+	return x.s.sendSmall(op, x.flags|flags, x.tag, body)
+}
+
+// sendBuffer writes a frame whose payload is already in buf, and releases buf.
+func (x *exchange) sendBuffer(op wire.Op, buf *Buffer) error {
+	err := x.s.writeFrame(wire.Header{Len: uint32(len(buf.B) - wire.HeaderLen), Op: op, Flags: x.flags, Tag: x.tag}, buf.B)
+	buf.Release()
+	return err
+}
+
+// abandon is the opener giving up: CANCEL the peer, drop what is queued.
+func (x *exchange) abandon() {
+	if !x.finished() {
+		x.send(wire.OpCancel, 0, nil)
+		x.end()
+	}
+	x.in.close()
+}
+
+// errorFrame turns an ERROR frame into the error it carries and releases it.
+func errorFrame(f frame) error {
+	var m wire.ErrorMsg
+	err := m.Decode(f.buf.Payload())
+	f.buf.Release()
+	if err != nil {
+		return &wire.RemoteError{Code: wire.EIO, Message: "malformed ERROR from peer"}
+	}
+	return &wire.RemoteError{Code: m.Code, Message: m.Message}
+}

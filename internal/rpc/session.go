@@ -1,0 +1,520 @@
+// Package rpc runs one peer link: a multiplexed, versioned session of tagged exchanges over a
+// single verified connection. Either side may open exchanges; replies come back out of order;
+// bulk data travels in credit-controlled streams as raw bytes after a small header.
+//
+// Incoming flow (one goroutine, readLoop):
+//
+//  1. read the 12-byte header (bufio) and validate it (wire.ParseHeader);
+//  2. read the payload straight into a pooled Buffer sized for it;
+//  3. route by tag and direction: link control is handled here (PONG is answered from another
+//     goroutine, so readLoop never writes and two busy peers cannot deadlock on full sockets);
+//     requests start a handler goroutine; everything else is queued on its exchange.
+//
+// Outgoing frames are written by the goroutine that produced them, one Write per frame, under
+// writeMu. The package knows no files, shares or TLS; see internal/transport and internal/node.
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Tuning constants.
+const (
+	// MaxInFlight is how many exchanges one side may have open at once; callers past it wait
+	// for a slot. The serving side refuses past twice this (cancelled exchanges linger briefly).
+	MaxInFlight = 64
+	// MaxQueuedFrames bounds the frames queued on one exchange and not yet consumed. A sender
+	// within its credit that still exceeds it is sending absurdly small chunks: the link closes.
+	MaxQueuedFrames = 4096
+	// DefaultWindow is the credit a stream receiver grants: 16 MiB keeps a 1 GiB/s stream busy
+	// across 10 ms of round trip while bounding memory per stream.
+	DefaultWindow = 16 << 20
+	// DefaultKeepalive is the PING interval; a link silent for 3 intervals is closed.
+	DefaultKeepalive = 10 * time.Second
+	// helloTimeout bounds the version negotiation after the TLS handshake.
+	helloTimeout = 10 * time.Second
+)
+
+// Errors callers branch on.
+var (
+	// ErrPeerGone: the link closed; the cause is wrapped.
+	ErrPeerGone = errors.New("peer connection closed")
+	// ErrProtocol: the peer broke the protocol; the link is closed.
+	ErrProtocol = errors.New("protocol violation")
+	// ErrCanceled: the exchange was cancelled by the other side.
+	ErrCanceled = errors.New("exchange canceled by peer")
+)
+
+// Handler serves the exchanges a peer opens. ServeRequest runs in its own goroutine and must
+// end the exchange (Reply, Fail, or through a stream) before returning; if it does not, the
+// session fails the exchange with EIO.
+type Handler interface {
+	ServeRequest(r *Request)
+}
+
+// Options configure a Session.
+type Options struct {
+	Name      string        // our device name, sent in HELLO
+	Handler   Handler       // serves incoming requests; nil refuses them all
+	Logger    *slog.Logger  // nil discards
+	Keepalive time.Duration // 0 means DefaultKeepalive
+}
+
+// Session is one established link. All methods are safe for concurrent use.
+type Session struct {
+	conn      net.Conn
+	br        *bufio.Reader
+	handler   Handler
+	log       *slog.Logger
+	keepalive time.Duration
+
+	version  uint16
+	peerName string
+
+	writeMu sync.Mutex // serialises frames on conn
+
+	// exchanges, guarded by mu
+	mu      sync.Mutex
+	nextTag uint32
+	opened  map[uint32]*exchange // we opened; the peer's frames carry FlagResponse
+	served  map[uint32]*exchange // the peer opened
+	slots   chan struct{}        // our open exchanges, at most MaxInFlight
+
+	closeOnce sync.Once
+	done      chan struct{} // closed when the session ends
+	closeErr  error         // set before done closes
+
+	bytesIn  atomic.Uint64
+	bytesOut atomic.Uint64
+	rttNs    atomic.Int64
+	lastRecv atomic.Int64 // monotonic ns since start
+	start    time.Time
+	loops    sync.WaitGroup
+}
+
+// New negotiates the protocol version over conn (HELLO both ways) and starts the session's
+// loops. conn is normally a verified *transport.Conn. On error conn is closed.
+func New(conn net.Conn, opts Options) (*Session, error) {
+	s := &Session{
+		conn:      conn,
+		br:        bufio.NewReaderSize(conn, 64<<10),
+		handler:   opts.Handler,
+		log:       opts.Logger,
+		keepalive: opts.Keepalive,
+		opened:    make(map[uint32]*exchange),
+		served:    make(map[uint32]*exchange),
+		slots:     make(chan struct{}, MaxInFlight),
+		done:      make(chan struct{}),
+		start:     time.Now(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.keepalive <= 0 {
+		s.keepalive = DefaultKeepalive
+	}
+	if err := s.hello(opts.Name); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	s.lastRecv.Store(s.now())
+	s.loops.Add(2)
+	go s.readLoop()
+	go s.keepaliveLoop()
+	return s, nil
+}
+
+func (s *Session) now() int64 { return int64(time.Since(s.start)) }
+
+func (s *Session) hello(name string) error {
+	ours := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, MaxFrameLen: wire.MaxFrameLen, Name: name}
+	s.conn.SetDeadline(time.Now().Add(helloTimeout))
+	defer s.conn.SetDeadline(time.Time{})
+
+	errc := make(chan error, 1)
+	go func() {
+		b := ours.AppendTo(make([]byte, wire.HeaderLen, 128))
+		wire.Header{Len: uint32(len(b) - wire.HeaderLen), Op: wire.OpHello}.Put(b)
+		_, err := s.conn.Write(b)
+		errc <- err
+	}()
+	var hdr [wire.HeaderLen]byte
+	if _, err := io.ReadFull(s.br, hdr[:]); err != nil {
+		return fmt.Errorf("reading HELLO: %w", err)
+	}
+	h, err := wire.ParseHeader(hdr[:])
+	if err != nil || h.Op != wire.OpHello || h.Tag != 0 || h.Flags != 0 || h.Len > 4096 {
+		return fmt.Errorf("%w: first frame is not a valid HELLO (%v, %v): the peer does not speak the peerfs protocol", ErrProtocol, h, err)
+	}
+	body := make([]byte, h.Len)
+	if _, err := io.ReadFull(s.br, body); err != nil {
+		return fmt.Errorf("reading HELLO: %w", err)
+	}
+	var theirs wire.Hello
+	if err := theirs.Decode(body); err != nil {
+		return fmt.Errorf("%w: HELLO: %v", ErrProtocol, err)
+	}
+	if err := <-errc; err != nil {
+		return fmt.Errorf("sending HELLO: %w", err)
+	}
+	v, err := wire.NegotiateVersion(ours, theirs)
+	if err != nil {
+		return err
+	}
+	if theirs.MaxFrameLen < wire.MaxFrameLen {
+		return fmt.Errorf("%w: peer accepts frames of only %d bytes, this version needs %d", ErrProtocol, theirs.MaxFrameLen, wire.MaxFrameLen)
+	}
+	s.version, s.peerName = v, theirs.Name
+	return nil
+}
+
+// Version returns the negotiated protocol version.
+func (s *Session) Version() int { return int(s.version) }
+
+// PeerName returns the name the peer announced in HELLO (informative, not authenticated).
+func (s *Session) PeerName() string { return s.peerName }
+
+// RTT returns the last measured keepalive round trip, 0 before the first.
+func (s *Session) RTT() time.Duration { return time.Duration(s.rttNs.Load()) }
+
+// BytesIn and BytesOut count frame bytes (headers included) received and sent.
+func (s *Session) BytesIn() uint64  { return s.bytesIn.Load() }
+func (s *Session) BytesOut() uint64 { return s.bytesOut.Load() }
+
+// Done is closed when the session has ended; Err then says why.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended, or nil while it runs.
+func (s *Session) Err() error {
+	select {
+	case <-s.done:
+		return s.closeErr
+	default:
+		return nil
+	}
+}
+
+// Close ends the session, telling the peer why when reason is not nil, and waits for its loops.
+func (s *Session) Close(reason error) {
+	if reason != nil {
+		var code wire.Errno = wire.EIO
+		if errors.Is(reason, ErrProtocol) {
+			code = wire.ErrnoProtocol
+		}
+		msg := wire.ErrorMsg{Code: code, Message: reason.Error()}
+		b := msg.AppendTo(make([]byte, wire.HeaderLen, 256))
+		s.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		s.writeFrame(wire.Header{Op: wire.OpClose, Len: uint32(len(b) - wire.HeaderLen)}, b)
+	} else {
+		reason = errors.New("closed locally")
+	}
+	s.shutdown(reason)
+	s.loops.Wait()
+}
+
+// shutdown ends the session once: closes the connection and fails every exchange.
+func (s *Session) shutdown(cause error) {
+	s.closeOnce.Do(func() {
+		s.closeErr = fmt.Errorf("%w: %w", ErrPeerGone, cause)
+		close(s.done)
+		s.conn.Close()
+		s.mu.Lock()
+		all := make([]*exchange, 0, len(s.opened)+len(s.served))
+		for _, x := range s.opened {
+			all = append(all, x)
+		}
+		for _, x := range s.served {
+			all = append(all, x)
+		}
+		s.mu.Unlock()
+		for _, x := range all {
+			x.fail(s.closeErr)
+		}
+	})
+}
+
+// violation closes the link after a protocol error by the peer, with a logged reason.
+func (s *Session) violation(format string, args ...any) {
+	err := fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
+	s.log.Warn("closing link: peer broke the protocol", "err", err)
+	go s.Close(err)
+}
+
+// writeFrame fills the header into b[:HeaderLen] and writes the frame in one Write.
+func (s *Session) writeFrame(h wire.Header, b []byte) error {
+	h.Put(b)
+	s.writeMu.Lock()
+	_, err := s.conn.Write(b)
+	s.writeMu.Unlock()
+	if err != nil {
+		s.shutdown(fmt.Errorf("write: %w", err))
+		return s.closeErr
+	}
+	s.bytesOut.Add(uint64(len(b)))
+	return nil
+}
+
+// sendSmall writes a frame whose payload is built by appendBody, from a small pooled buffer.
+func (s *Session) sendSmall(op wire.Op, flags wire.Flags, tag uint32, body []byte) error {
+	buf := GetBuffer(len(body))
+	copy(buf.Payload(), body)
+	err := s.writeFrame(wire.Header{Len: uint32(len(body)), Op: op, Flags: flags, Tag: tag}, buf.B)
+	buf.Release()
+	return err
+}
+
+func (s *Session) readLoop() {
+	defer s.loops.Done()
+	var hdr [wire.HeaderLen]byte
+	for {
+		if _, err := io.ReadFull(s.br, hdr[:]); err != nil {
+			s.shutdown(readErr(err))
+			return
+		}
+		h, err := wire.ParseHeader(hdr[:])
+		if err != nil {
+			s.violation("frame header: %v", err)
+			return
+		}
+		buf := GetBuffer(int(h.Len))
+		if _, err := io.ReadFull(s.br, buf.Payload()); err != nil {
+			buf.Release()
+			s.shutdown(readErr(err))
+			return
+		}
+		s.bytesIn.Add(uint64(wire.HeaderLen) + uint64(h.Len))
+		s.lastRecv.Store(s.now())
+		if !s.route(h, buf) {
+			return
+		}
+	}
+}
+
+func readErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("connection closed by peer")
+	}
+	return fmt.Errorf("read: %w", err)
+}
+
+// route dispatches one frame and takes ownership of buf. It returns false when the session
+// must stop reading.
+func (s *Session) route(h wire.Header, buf *Buffer) bool {
+	switch h.Op {
+	case wire.OpPing:
+		if len(buf.Payload()) != wire.PingLen {
+			buf.Release()
+			s.violation("PING of %d bytes", h.Len)
+			return false
+		}
+		go func() { // never write from readLoop
+			s.writeFrame(wire.Header{Len: wire.PingLen, Op: wire.OpPong}, buf.B)
+			buf.Release()
+		}()
+		return true
+	case wire.OpPong:
+		if len(buf.Payload()) == wire.PingLen {
+			sent := int64(binary.BigEndian.Uint64(buf.Payload()))
+			if rtt := s.now() - sent; rtt >= 0 {
+				s.rttNs.Store(rtt)
+			}
+		}
+		buf.Release()
+		return true
+	case wire.OpClose:
+		var m wire.ErrorMsg
+		reason := "no reason given"
+		if m.Decode(buf.Payload()) == nil {
+			reason = m.Message
+		}
+		buf.Release()
+		s.shutdown(fmt.Errorf("peer closed the link: %s", reason))
+		return false
+	case wire.OpHello:
+		buf.Release()
+		s.violation("second HELLO")
+		return false
+	}
+
+	if h.Flags&wire.FlagResponse != 0 {
+		s.mu.Lock()
+		x := s.opened[h.Tag]
+		s.mu.Unlock()
+		if x == nil { // late frame of an exchange we abandoned
+			buf.Release()
+			return true
+		}
+		return s.deliver(x, h, buf)
+	}
+
+	if h.Op.IsRequest() || (!h.Op.Known() && h.Op >= wire.OpShares) {
+		return s.startServed(h, buf)
+	}
+	s.mu.Lock()
+	x := s.served[h.Tag]
+	s.mu.Unlock()
+	if x == nil {
+		buf.Release()
+		return true
+	}
+	return s.deliver(x, h, buf)
+}
+
+// deliver hands a frame to its exchange: credit and cancel act at once, the rest is queued.
+func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
+	switch h.Op {
+	case wire.OpCredit:
+		var c wire.Credit
+		err := c.Decode(buf.Payload())
+		buf.Release()
+		if err != nil {
+			s.violation("%v", err)
+			return false
+		}
+		x.addCredit(int64(c.Bytes))
+		return true
+	case wire.OpCancel:
+		buf.Release()
+		x.fail(ErrCanceled)
+		return true
+	case wire.OpData:
+		n := int64(h.Len) - wire.DataHeaderLen
+		if n <= 0 {
+			buf.Release()
+			s.violation("DATA of %d bytes on tag %d", h.Len, h.Tag)
+			return false
+		}
+		if x.recvAllowance.Add(-n) < 0 {
+			buf.Release()
+			s.violation("DATA beyond granted credit on tag %d", h.Tag)
+			return false
+		}
+	}
+	if h.Op == wire.OpError {
+		defer x.stop()
+	}
+	if !x.in.push(frame{h: h, buf: buf}) {
+		s.violation("more than %d unconsumed frames on tag %d", MaxQueuedFrames, h.Tag)
+		return false
+	}
+	return true
+}
+
+func (s *Session) startServed(h wire.Header, buf *Buffer) bool {
+	s.mu.Lock()
+	if _, dup := s.served[h.Tag]; dup {
+		s.mu.Unlock()
+		buf.Release()
+		s.violation("request %v reuses open tag %d", h.Op, h.Tag)
+		return false
+	}
+	if len(s.served) >= 2*MaxInFlight || s.handler == nil || !h.Op.Known() {
+		s.mu.Unlock()
+		buf.Release()
+		code, msg := wire.EBUSY, "too many requests in flight"
+		if s.handler == nil {
+			code, msg = wire.EACCES, "this peer serves no requests"
+		} else if !h.Op.Known() {
+			code, msg = wire.ErrnoUnsupported, fmt.Sprintf("unknown request %v", h.Op)
+		}
+		m := wire.ErrorMsg{Code: code, Message: msg}
+		tag := h.Tag
+		go s.sendSmall(wire.OpError, wire.FlagResponse, tag, m.AppendTo(nil))
+		return true
+	}
+	x := newExchange(s, h.Tag, h.Op, false)
+	s.served[h.Tag] = x
+	s.mu.Unlock()
+
+	r := &Request{x: x, Op: h.Op, buf: buf}
+	go s.serve(r)
+	return true
+}
+
+func (s *Session) serve(r *Request) {
+	defer func() {
+		r.release()
+		if !r.x.finished() {
+			r.x.end()
+			s.sendSmall(wire.OpError, wire.FlagResponse, r.x.tag,
+				(&wire.ErrorMsg{Code: wire.EIO, Message: "request not answered"}).AppendTo(nil))
+		}
+	}()
+	s.handler.ServeRequest(r)
+}
+
+func (s *Session) keepaliveLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.keepalive)
+	defer t.Stop()
+	var b [wire.HeaderLen + wire.PingLen]byte
+	ping := func() {
+		binary.BigEndian.PutUint64(b[wire.HeaderLen:], uint64(s.now()))
+		s.writeFrame(wire.Header{Len: wire.PingLen, Op: wire.OpPing}, b[:])
+	}
+	ping() // a first RTT right away
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			if idle := time.Duration(s.now() - s.lastRecv.Load()); idle > 3*s.keepalive {
+				s.log.Warn("closing link: peer stopped answering", "silent", idle.Round(time.Millisecond))
+				s.shutdown(fmt.Errorf("peer silent for %v", idle.Round(time.Second)))
+				return
+			}
+			ping()
+		}
+	}
+}
+
+// open registers a new exchange we start, waiting for a slot.
+func (s *Session) open(ctx context.Context, op wire.Op) (*exchange, error) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		return nil, s.closeErr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		s.nextTag++
+		if s.nextTag == 0 {
+			continue
+		}
+		if _, busy := s.opened[s.nextTag]; !busy {
+			break
+		}
+	}
+	x := newExchange(s, s.nextTag, op, true)
+	s.opened[x.tag] = x
+	return x, nil
+}
+
+// forget removes a finished exchange from its table.
+func (s *Session) forget(x *exchange) {
+	s.mu.Lock()
+	if x.opener {
+		if s.opened[x.tag] == x {
+			delete(s.opened, x.tag)
+			<-s.slots
+		}
+	} else if s.served[x.tag] == x {
+		delete(s.served, x.tag)
+	}
+	s.mu.Unlock()
+}

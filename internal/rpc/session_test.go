@@ -1,0 +1,451 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// tcpPair returns two ends of a real loopback TCP connection.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-acc
+	return a, b
+}
+
+// sessionPair starts two sessions over loopback TCP; b serves with h.
+func sessionPair(t *testing.T, h Handler) (*Session, *Session) {
+	t.Helper()
+	ca, cb := tcpPair(t)
+	var sb *Session
+	var errb error
+	done := make(chan struct{})
+	go func() {
+		sb, errb = New(cb, Options{Name: "b", Handler: h})
+		close(done)
+	}()
+	sa, err := New(ca, Options{Name: "a"})
+	<-done
+	if err != nil || errb != nil {
+		t.Fatalf("New: %v / %v", err, errb)
+	}
+	t.Cleanup(func() { sa.Close(nil); sb.Close(nil) })
+	return sa, sb
+}
+
+type handlerFunc func(r *Request)
+
+func (f handlerFunc) ServeRequest(r *Request) { f(r) }
+
+func TestCallOutOfOrder(t *testing.T) {
+	// STAT bodies carry a delay; replies echo the body. Later requests with shorter delays
+	// overtake earlier ones.
+	h := handlerFunc(func(r *Request) {
+		d := time.Duration(binary.BigEndian.Uint32(r.Payload())) * time.Millisecond
+		time.Sleep(d)
+		r.Reply(r.Payload())
+	})
+	a, b := sessionPair(t, h)
+	if a.PeerName() != "b" || b.PeerName() != "a" || a.Version() != wire.VersionMax {
+		t.Fatalf("hello: names %q %q version %d", a.PeerName(), b.PeerName(), a.Version())
+	}
+	var mu sync.Mutex
+	var order []uint32
+	var wg sync.WaitGroup
+	for _, ms := range []uint32{300, 150, 1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := binary.BigEndian.AppendUint32(nil, ms)
+			buf, err := a.Call(context.Background(), wire.OpStat, body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !bytes.Equal(buf.Payload(), body) {
+				t.Errorf("reply %x, want %x", buf.Payload(), body)
+			}
+			buf.Release()
+			mu.Lock()
+			order = append(order, ms)
+			mu.Unlock()
+		}()
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	if len(order) != 3 || order[0] != 1 || order[2] != 300 {
+		t.Fatalf("replies in order %v, want the fastest first", order)
+	}
+}
+
+func TestCallErrorAndMore(t *testing.T) {
+	h := handlerFunc(func(r *Request) {
+		switch r.Op {
+		case wire.OpStat:
+			r.Fail(wire.ENOENT, "no such file")
+		case wire.OpReadDir:
+			for i := 0; i < 3; i++ {
+				r.ReplyMore([]byte{byte(i)})
+			}
+			r.Reply([]byte{3})
+		case wire.OpShares:
+			// returns without answering: the session answers EIO
+		}
+	})
+	a, _ := sessionPair(t, h)
+	ctx := context.Background()
+	_, err := a.Call(ctx, wire.OpStat, nil)
+	var re *wire.RemoteError
+	if !errors.As(err, &re) || re.Code != wire.ENOENT || !errors.Is(err, wire.ENOENT) {
+		t.Fatalf("Call error = %v, want ENOENT", err)
+	}
+	var got []byte
+	if err := a.CallMore(ctx, wire.OpReadDir, nil, func(p []byte) error { got = append(got, p...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, []byte{0, 1, 2, 3}) {
+		t.Fatalf("CallMore frames %v", got)
+	}
+	if _, err := a.Call(ctx, wire.OpShares, nil); !errors.Is(err, wire.EIO) {
+		t.Fatalf("unanswered request: %v, want EIO", err)
+	}
+}
+
+func TestPushStreamWithCredit(t *testing.T) {
+	data := make([]byte, 9<<20+12345)
+	rand.Read(data)
+	const window = 2 << 20 // smaller than the data, so credit must flow
+	h := handlerFunc(func(r *Request) {
+		out, err := r.Push([]byte("head"), window)
+		if err != nil {
+			return
+		}
+		for pos := 0; pos < len(data); {
+			n := min(wire.MaxChunk/2, len(data)-pos)
+			buf := GetBuffer(wire.DataHeaderLen + n)
+			copy(buf.Payload()[wire.DataHeaderLen:], data[pos:pos+n])
+			if err := out.Send(buf, uint64(pos)); err != nil {
+				t.Errorf("Send: %v", err)
+				return
+			}
+			pos += n
+		}
+		out.End([]byte("end"))
+	})
+	a, _ := sessionPair(t, h)
+	head, in, err := a.OpenInStream(context.Background(), wire.OpGet, nil, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if string(head.Payload()) != "head" {
+		t.Fatalf("head %q", head.Payload())
+	}
+	head.Release()
+	var got bytes.Buffer
+	for {
+		buf, off, chunk, err := in.Next(context.Background())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(off) != got.Len() {
+			t.Fatalf("chunk at %d, have %d", off, got.Len())
+		}
+		got.Write(chunk)
+		in.Consumed(buf, len(chunk))
+	}
+	if !bytes.Equal(got.Bytes(), data) || string(in.End()) != "end" {
+		t.Fatalf("stream content differs (%d bytes, end %q)", got.Len(), in.End())
+	}
+}
+
+func TestOutStreamAndReceiverError(t *testing.T) {
+	h := handlerFunc(func(r *Request) {
+		in, err := r.Accept([]byte("ok"), wire.MaxChunk)
+		if err != nil {
+			return
+		}
+		defer in.Close()
+		total := 0
+		for {
+			buf, _, chunk, err := in.Next(r.Context())
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return
+			}
+			total += len(chunk)
+			in.Consumed(buf, len(chunk))
+			if total > 3<<20 && r.Op == wire.OpPut {
+				r.Fail(wire.ENOSPC, "disk full")
+				return
+			}
+		}
+		r.ReplyEnd(binary.BigEndian.AppendUint64(nil, uint64(total)))
+	})
+	a, _ := sessionPair(t, h)
+	send := func(op wire.Op, size int) error {
+		head, out, err := a.OpenOutStream(context.Background(), op, nil)
+		if err != nil {
+			return err
+		}
+		head.Release()
+		for pos := 0; pos < size; pos += 256 << 10 {
+			buf := GetBuffer(wire.DataHeaderLen + 256<<10)
+			if err := out.Send(buf, uint64(pos)); err != nil {
+				return err
+			}
+		}
+		if err := out.End(nil); err != nil {
+			return err
+		}
+		v, err := out.Finish()
+		if err != nil {
+			return err
+		}
+		defer v.Release()
+		if got := binary.BigEndian.Uint64(v.Payload()); got != uint64(size) {
+			t.Errorf("receiver counted %d bytes, sent %d", got, size)
+		}
+		return nil
+	}
+	if err := send(wire.OpMkdir, 8<<20); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	// The receiver fails mid-stream: the sender, blocked on credit, gets the ERROR.
+	if err := send(wire.OpPut, 64<<20); !errors.Is(err, wire.ENOSPC) {
+		t.Fatalf("upload into a full disk: %v, want ENOSPC", err)
+	}
+}
+
+func TestCancelStopsPush(t *testing.T) {
+	stopped := make(chan error, 1)
+	h := handlerFunc(func(r *Request) {
+		out, _ := r.Push(nil, wire.MaxChunk)
+		for i := 0; ; i++ {
+			buf := GetBuffer(wire.DataHeaderLen + 1024)
+			if err := out.Send(buf, uint64(i*1024)); err != nil {
+				stopped <- err
+				return
+			}
+		}
+	})
+	a, _ := sessionPair(t, h)
+	head, in, err := a.OpenInStream(context.Background(), wire.OpGet, nil, wire.MaxChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head.Release()
+	buf, _, _, err := in.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Release()
+	in.Close() // never consumed: the sender is stuck on credit until CANCEL
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, ErrCanceled) {
+			t.Fatalf("sender stopped with %v, want ErrCanceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sender never saw the cancel")
+	}
+}
+
+func TestContextCancelAbandonsCall(t *testing.T) {
+	release := make(chan struct{})
+	h := handlerFunc(func(r *Request) {
+		select {
+		case <-r.Context().Done(): // the CANCEL arrives
+		case <-release:
+		}
+		r.Reply(nil)
+	})
+	a, _ := sessionPair(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.Call(ctx, wire.OpStat, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	close(release)
+	// The slot and the tag are free again.
+	if buf, err := a.Call(context.Background(), wire.OpStat, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		buf.Release()
+	}
+}
+
+func TestKeepaliveMeasuresRTT(t *testing.T) {
+	a, _ := sessionPair(t, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for a.RTT() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a.RTT() <= 0 || a.RTT() > time.Second {
+		t.Fatalf("RTT = %v", a.RTT())
+	}
+	if a.BytesIn() == 0 || a.BytesOut() == 0 {
+		t.Fatal("byte counters did not move")
+	}
+}
+
+func TestPeerGoneFailsWaiters(t *testing.T) {
+	block := make(chan struct{})
+	h := handlerFunc(func(r *Request) { <-block; r.Reply(nil) })
+	a, b := sessionPair(t, h)
+	defer close(block)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Call(context.Background(), wire.OpStat, nil)
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	b.Close(nil)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrPeerGone) {
+			t.Fatalf("err = %v, want ErrPeerGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("call hung after the peer closed")
+	}
+}
+
+// rawPeer completes a HELLO by hand and returns the conn, so tests can send bad frames.
+func rawPeer(t *testing.T, hello wire.Hello) (*Session, net.Conn, chan error) {
+	t.Helper()
+	ca, cb := tcpPair(t)
+	errc := make(chan error, 1)
+	var s *Session
+	done := make(chan struct{})
+	go func() {
+		var err error
+		// The handler never answers, so the exchanges a test opens stay open until the link ends.
+		s, err = New(ca, Options{Handler: handlerFunc(func(r *Request) { <-r.Context().Done() })})
+		errc <- err
+		close(done)
+	}()
+	b := hello.AppendTo(make([]byte, wire.HeaderLen))
+	wire.Header{Len: uint32(len(b) - wire.HeaderLen), Op: wire.OpHello}.Put(b)
+	cb.Write(b)
+	var hdr [wire.HeaderLen]byte
+	io.ReadFull(cb, hdr[:])
+	h, _ := wire.ParseHeader(hdr[:])
+	io.CopyN(io.Discard, cb, int64(h.Len))
+	<-done
+	t.Cleanup(func() {
+		cb.Close()
+		if s != nil {
+			s.Close(nil)
+		}
+	})
+	return s, cb, errc
+}
+
+var goodHello = wire.Hello{MinVersion: 1, MaxVersion: 1, MaxFrameLen: wire.MaxFrameLen, Name: "raw"}
+
+func TestVersionMismatchRefused(t *testing.T) {
+	_, _, errc := rawPeer(t, wire.Hello{MinVersion: 7, MaxVersion: 9, MaxFrameLen: wire.MaxFrameLen})
+	err := <-errc
+	if err == nil || !strings.Contains(err.Error(), "no common protocol version") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestMalformedFramesCloseLink(t *testing.T) {
+	frame := func(h wire.Header, body []byte) []byte {
+		b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(body))
+		h.Put(b)
+		binary.BigEndian.PutUint32(b, uint32(len(body)))
+		return append(b, body...)
+	}
+	cases := map[string][]byte{
+		"oversized": func() []byte {
+			b := make([]byte, wire.HeaderLen)
+			wire.Header{Op: wire.OpStat, Tag: 1}.Put(b)
+			binary.BigEndian.PutUint32(b, wire.MaxFrameLen+1)
+			return b
+		}(),
+		"reserved bits": func() []byte {
+			b := frame(wire.Header{Op: wire.OpStat, Tag: 1}, nil)
+			b[6] = 1
+			return b
+		}(),
+		"unknown flags":   frame(wire.Header{Op: wire.OpStat, Tag: 1, Flags: 0x80}, nil),
+		"short ping":      frame(wire.Header{Op: wire.OpPing}, []byte{1}),
+		"second hello":    frame(wire.Header{Op: wire.OpHello}, goodHello.AppendTo(nil)),
+		"bad credit":      append(frame(wire.Header{Op: wire.OpGet, Tag: 5}, nil), frame(wire.Header{Op: wire.OpCredit, Tag: 5}, []byte{1})...),
+		"tag reuse":       append(frame(wire.Header{Op: wire.OpPut, Tag: 9}, nil), frame(wire.Header{Op: wire.OpPut, Tag: 9}, nil)...),
+		"empty data":      append(frame(wire.Header{Op: wire.OpPut, Tag: 3}, nil), frame(wire.Header{Op: wire.OpData, Tag: 3}, make([]byte, 8))...),
+		"data w/o credit": append(frame(wire.Header{Op: wire.OpPut, Tag: 4}, nil), frame(wire.Header{Op: wire.OpData, Tag: 4}, make([]byte, 100))...),
+	}
+	for name, bad := range cases {
+		t.Run(name, func(t *testing.T) {
+			var s *Session
+			var cb net.Conn
+			var errc chan error
+			s, cb, errc = rawPeer(t, goodHello)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			cb.Write(bad)
+			go io.Copy(io.Discard, cb)
+			select {
+			case <-s.Done():
+				t.Logf("closed: %v", s.Err())
+				if !errors.Is(s.Err(), ErrPeerGone) {
+					t.Fatalf("ended with %v", s.Err())
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("link stayed open after a malformed frame")
+			}
+		})
+	}
+}
+
+func TestHeaderZeroAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
+	var b [wire.HeaderLen]byte
+	allocs := testing.AllocsPerRun(1000, func() {
+		wire.Header{Len: 100, Op: wire.OpData, Tag: 7}.Put(b[:])
+		if _, err := wire.ParseHeader(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		buf := GetBuffer(wire.DataHeaderLen + wire.MaxChunk)
+		buf.Release()
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per header round trip and pooled buffer", allocs)
+	}
+}

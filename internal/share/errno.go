@@ -1,0 +1,202 @@
+package share
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// os.Root refuses a name that leaves the root ("/x", too many "..", or a symlink whose target
+// does either) with an unexported sentinel, os.errPathEscapes ("path escapes from parent"),
+// wrapped in *os.PathError or *os.LinkError. Go exports no name for it and no syscall.Errno
+// stands behind it, so the value itself is captured: every Root refuses "/" with that sentinel
+// before making any system call, and Open asks its new Root once. errors.Is then matches the
+// exact value wherever it is wrapped; TestEscapeErrorLearned fails if a Go release changes this.
+var escapeErr atomic.Pointer[error]
+
+// escapeText is the sentinel's text, used only if no Share has been opened yet in this process
+// (so no escape can have come from one) and only against an error's innermost cause.
+const escapeText = "path escapes from parent"
+
+// learnEscapeError captures os.Root's escape sentinel from r, once per process.
+func learnEscapeError(r *os.Root) {
+	if escapeErr.Load() != nil {
+		return
+	}
+	_, err := r.Lstat("/")
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Err == nil {
+		return
+	}
+	// Refuse to learn anything that would swallow ordinary errors: an errno or another
+	// exported value would turn real failures into refusals.
+	var errno syscall.Errno
+	sentinel := pe.Err
+	if errors.As(sentinel, &errno) || !strings.Contains(sentinel.Error(), "escape") {
+		return
+	}
+	escapeErr.CompareAndSwap(nil, &sentinel)
+}
+
+// isEscape reports whether err is os.Root refusing a name that leads outside the root.
+func isEscape(err error) bool {
+	if err == nil {
+		return false
+	}
+	if p := escapeErr.Load(); p != nil {
+		return errors.Is(err, *p)
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error() == escapeText
+		}
+		err = next
+	}
+}
+
+// Errno maps an error from this package (or any OS error) to the code sent to the peer. It is
+// the one place where OS errors become wire codes. nil maps to 0.
+func Errno(err error) wire.Errno {
+	if err == nil {
+		return 0
+	}
+	// Order matters: a refusal may wrap an errno, and a syscall.Errno matches several fs.Err*
+	// values (ENOTEMPTY is also fs.ErrExist), so the precise checks come first.
+	if errors.Is(err, ErrReadOnly) {
+		return wire.EROFS
+	}
+	if errors.Is(err, wire.ErrPathRefused) || isEscape(err) {
+		return wire.ErrnoPathRefused
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOENT:
+			return wire.ENOENT
+		case syscall.EACCES, syscall.EPERM:
+			return wire.EACCES
+		case syscall.ENOSPC:
+			return wire.ENOSPC
+		case syscall.EDQUOT:
+			return wire.EDQUOT
+		case syscall.EROFS:
+			return wire.EROFS
+		case syscall.EEXIST:
+			return wire.EEXIST
+		case syscall.ENOTDIR:
+			return wire.ENOTDIR
+		case syscall.EISDIR:
+			return wire.EISDIR
+		case syscall.ENOTEMPTY:
+			return wire.ENOTEMPTY
+		case syscall.ENAMETOOLONG:
+			return wire.ENAMETOOLONG
+		case syscall.ELOOP:
+			return wire.ELOOP
+		case syscall.EXDEV:
+			return wire.EXDEV
+		case syscall.EINVAL:
+			return wire.EINVAL
+		case syscall.EFBIG:
+			return wire.EFBIG
+		}
+		return wire.EIO
+	}
+	// Codes already in wire terms (a peer's answer relayed, or set deliberately) pass through.
+	var remote *wire.RemoteError
+	if errors.As(err, &remote) {
+		return remote.Code
+	}
+	var code wire.Errno
+	if errors.As(err, &code) {
+		return code
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return wire.ENOENT
+	case errors.Is(err, fs.ErrPermission):
+		return wire.EACCES
+	case errors.Is(err, fs.ErrExist):
+		return wire.EEXIST
+	case errors.Is(err, fs.ErrInvalid):
+		return wire.EINVAL
+	}
+	return wire.EIO
+}
+
+// descriptions are the peer-facing texts of the codes Errno produces. They come from this table,
+// never from an OS error's text, which may hold the owner's absolute paths.
+var descriptions = map[wire.Errno]string{
+	wire.ENOENT:           "no such file or directory",
+	wire.EACCES:           "permission denied",
+	wire.ENOSPC:           "no space left on the owner's device",
+	wire.EDQUOT:           "the owner's disk quota is exceeded",
+	wire.EROFS:            "read-only file system",
+	wire.EEXIST:           "file exists",
+	wire.ENOTDIR:          "not a directory",
+	wire.EISDIR:           "is a directory",
+	wire.ENOTEMPTY:        "directory not empty",
+	wire.ENAMETOOLONG:     "file name too long",
+	wire.ELOOP:            "too many levels of symbolic links",
+	wire.EXDEV:            "cross-device link",
+	wire.EINVAL:           "invalid argument",
+	wire.EFBIG:            "file too large",
+	wire.EIO:              "input/output error",
+	wire.ErrnoPathRefused: "path refused",
+}
+
+// Message returns a one-line text for an ERROR frame, at most wire.MaxMessageLen bytes. It is
+// built from the operation, the share-relative path and the error code only (plus this
+// package's own refusal texts), so it never reveals the owner's absolute paths.
+func Message(err error) string {
+	if err == nil {
+		return ""
+	}
+	var why string
+	var ref *refusal
+	var ro *readOnlyError
+	switch {
+	case errors.As(err, &ro):
+		why = ro.Error()
+	case errors.As(err, &ref):
+		why = ref.why
+	default:
+		code := Errno(err)
+		why = descriptions[code]
+		if why == "" {
+			why = code.String()
+		}
+	}
+	msg := why
+	var op *opError
+	if errors.As(err, &op) {
+		msg = op.op + " " + displayPath(op.path) + ": " + why
+	}
+	return oneLine(msg)
+}
+
+// oneLine keeps msg to one line of valid UTF-8 within wire.MaxMessageLen bytes. Paths are
+// already quoted, so this only guards against what a future caller might add.
+func oneLine(msg string) string {
+	msg = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, msg)
+	if len(msg) > wire.MaxMessageLen {
+		cut := wire.MaxMessageLen - len("...")
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "..."
+	}
+	return strings.ToValidUTF8(msg, "?")
+}

@@ -1,0 +1,41 @@
+package share
+
+import (
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Linux values, the same on every architecture; the syscall package does not export them.
+const (
+	atSymlinkNoFollow = 0x100
+	utimeOmit         = 1<<30 - 2
+)
+
+// lutimesAt sets the mtime of name in the directory dir without following it if it is a symlink
+// (utimensat with AT_SYMLINK_NOFOLLOW), leaving the atime as it is. name must be a single
+// component.
+func lutimesAt(dir *os.File, name string, mtime time.Time) error {
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	ts := [2]syscall.Timespec{{Nsec: utimeOmit}, syscall.NsecToTimespec(mtime.UnixNano())}
+	rc, err := dir.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno syscall.Errno
+	err = rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall6(syscall.SYS_UTIMENSAT, fd,
+			uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&ts)), atSymlinkNoFollow, 0, 0)
+	})
+	if err != nil {
+		return err
+	}
+	if errno != 0 {
+		return os.NewSyscallError("utimensat", errno)
+	}
+	return nil
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package share
+
+import (
+	"errors"
+	"os"
+	"time"
+)
+
+// lutimesAt is not implemented here: the standard library offers no portable way to set a
+// symlink's own times, so SetAttr skips them.
+func lutimesAt(dir *os.File, name string, mtime time.Time) error { return errors.ErrUnsupported }

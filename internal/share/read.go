@@ -1,0 +1,134 @@
+package share
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"syscall"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Stat returns the attributes of path with lstat semantics: a symlink is described, not
+// followed, and its Target is filled in. Name is empty. The path is resolved through os.Root;
+// symlinks in its directory components are followed only while they stay inside the share.
+func (s *Share) Stat(path string) (wire.Entry, error) {
+	const op = "stat"
+	if err := check(op, path); err != nil {
+		return wire.Entry{}, err
+	}
+	return s.lstat(op, path)
+}
+
+// lstat describes path, which must already be valid, without following a final symlink.
+func (s *Share) lstat(op, path string) (wire.Entry, error) {
+	fi, err := s.root.Lstat(rootName(path))
+	if err != nil {
+		return wire.Entry{}, fail(op, path, err)
+	}
+	e := entryFromInfo(fi)
+	if e.IsSymlink() {
+		target, err := s.root.Readlink(rootName(path))
+		if err != nil {
+			return wire.Entry{}, fail(op, path, err)
+		}
+		e.Target = target
+	}
+	return e, nil
+}
+
+// ReadDir lists the directory at path: every entry with its attributes (lstat semantics, as
+// Stat), Name set to the base name, sorted by name. The directory and every entry are resolved
+// through os.Root; a symlink to a directory outside the share is refused, not listed.
+func (s *Share) ReadDir(path string) ([]wire.Entry, error) {
+	const op = "readdir"
+	if err := check(op, path); err != nil {
+		return nil, err
+	}
+	// O_DIRECTORY makes the kernel refuse a non-directory (ENOTDIR) before opening it, so a FIFO
+	// or device under the name is never opened.
+	d, err := s.root.OpenFile(rootName(path), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	slices.Sort(names)
+	list := make([]wire.Entry, 0, len(names))
+	for _, name := range names {
+		e, err := s.lstat(op, join(path, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the directory was read
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.Name = name
+		list = append(list, e)
+	}
+	return list, nil
+}
+
+// OpenRead opens the regular file at path for reading and returns it with its attributes (Name
+// empty). Symlinks are followed only while they stay inside the share (os.Root); a directory
+// gives EISDIR and any other non-regular file EINVAL. The caller closes the file.
+func (s *Share) OpenRead(path string) (*os.File, wire.Entry, error) {
+	const op = "open"
+	if err := check(op, path); err != nil {
+		return nil, wire.Entry{}, err
+	}
+	f, err := s.openRegular(op, path, rootName(path), os.O_RDONLY)
+	if err != nil {
+		return nil, wire.Entry{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, wire.Entry{}, fail(op, path, err)
+	}
+	return f, entryFromInfo(fi), nil
+}
+
+// openRegular opens name (an os.Root name derived from the valid share path path, which errors
+// report) and returns it only if it is a regular file. O_NONBLOCK keeps a FIFO from blocking the open and O_NOCTTY keeps a terminal
+// from becoming the daemon's controlling terminal; O_NONBLOCK is cleared once the file is known
+// to be regular, so callers get an ordinary blocking file.
+func (s *Share) openRegular(op, path, name string, flag int) (*os.File, error) {
+	f, err := s.root.OpenFile(name, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		err = errnoErr("a directory cannot be read as a file", syscall.EISDIR)
+	case !fi.Mode().IsRegular():
+		err = errnoErr(fmt.Sprintf("not a regular file (%v)", fi.Mode().Type()), syscall.EINVAL)
+	default:
+		err = setBlocking(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fail(op, path, err)
+	}
+	return f, nil
+}
+
+// setBlocking clears O_NONBLOCK on f's descriptor.
+func setBlocking(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	return serr
+}

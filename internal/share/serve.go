@@ -1,0 +1,368 @@
+package share
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Server answers one peer's requests on one link. It sees only the shares Lookup returns for
+// that peer, so a share not exported to the peer does not exist for it.
+type Server struct {
+	// Lookup returns the share of that name if it is exported to this peer.
+	Lookup func(name string) (*Share, bool)
+	// List returns the shares exported to this peer.
+	List   func() []wire.ShareInfo
+	Logger *slog.Logger
+}
+
+// readdirBatch is the encoded size at which a READDIR reply frame is cut: large enough that a
+// directory of thousands of entries takes few frames, small enough to stream.
+const readdirBatch = 256 << 10
+
+// getReadahead is how many chunks a GET reads and hashes ahead of the one being sent.
+const getReadahead = 4
+
+// ServeRequest implements rpc.Handler.
+func (sv *Server) ServeRequest(r *rpc.Request) {
+	switch r.Op {
+	case wire.OpShares:
+		m := wire.Shares{List: sv.List()}
+		r.Reply(m.AppendTo(nil))
+	case wire.OpStat:
+		var req wire.PathReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.stat(r, sh, &req)
+		}
+	case wire.OpReadDir:
+		var req wire.PathReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.readDir(r, sh, &req)
+		}
+	case wire.OpRead:
+		var req wire.ReadReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.read(r, sh, &req)
+		}
+	case wire.OpGet:
+		var req wire.GetReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.get(r, sh, &req)
+		}
+	case wire.OpPut:
+		var req wire.PutReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.put(r, sh, &req)
+		}
+	case wire.OpMkdir:
+		var req wire.MkdirReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.Mkdir(req.Path, req.Mode))
+		}
+	case wire.OpSymlink:
+		var req wire.SymlinkReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.Symlink(req.Path, req.Target))
+		}
+	case wire.OpSetAttr:
+		var req wire.SetAttrReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.SetAttr(req.Path, req.Valid, req.Mode, time.Unix(0, req.MtimeNs)))
+		}
+	default:
+		r.Fail(wire.ErrnoUnsupported, "request "+r.Op.String()+" is not supported by this peer")
+	}
+}
+
+type decodable interface{ Decode([]byte) error }
+
+// decode parses the request body into m and resolves the share it names; on failure it has
+// already answered with ERROR and returns nil.
+func (sv *Server) decode(r *rpc.Request, m decodable) *Share {
+	if err := m.Decode(r.Payload()); err != nil {
+		code := wire.ErrnoProtocol
+		if errors.Is(err, wire.ErrPathRefused) {
+			code = wire.ErrnoPathRefused
+		}
+		r.Fail(code, err.Error())
+		return nil
+	}
+	name := shareOf(m)
+	sh, ok := sv.Lookup(name)
+	if !ok {
+		r.Fail(wire.ErrnoNoShare, "no share named "+name+" is shared with you: ask its owner to run \"peerfs share add\" with --peer for you")
+		return nil
+	}
+	return sh
+}
+
+func shareOf(m decodable) string {
+	switch m := m.(type) {
+	case *wire.PathReq:
+		return m.Share
+	case *wire.ReadReq:
+		return m.Share
+	case *wire.GetReq:
+		return m.Share
+	case *wire.PutReq:
+		return m.Share
+	case *wire.MkdirReq:
+		return m.Share
+	case *wire.SymlinkReq:
+		return m.Share
+	case *wire.SetAttrReq:
+		return m.Share
+	}
+	return ""
+}
+
+func (sv *Server) fail(r *rpc.Request, err error) {
+	r.Fail(Errno(err), Message(err))
+}
+
+func (sv *Server) reply(r *rpc.Request, err error) {
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	r.Reply(nil)
+}
+
+func (sv *Server) stat(r *rpc.Request, sh *Share, req *wire.PathReq) {
+	e, err := sh.Stat(req.Path)
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	r.Reply(e.AppendTo(nil))
+}
+
+func (sv *Server) readDir(r *rpc.Request, sh *Share, req *wire.PathReq) {
+	list, err := sh.ReadDir(req.Path)
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	// Cut the listing into frames of about readdirBatch bytes: count, then entries.
+	var batch []byte
+	count := 0
+	flush := func(last bool) error {
+		body := make([]byte, 4, 4+len(batch))
+		body[0], body[1], body[2], body[3] = byte(count>>24), byte(count>>16), byte(count>>8), byte(count)
+		body = append(body, batch...)
+		batch, count = batch[:0], 0
+		if last {
+			return r.Reply(body)
+		}
+		return r.ReplyMore(body)
+	}
+	for i := range list {
+		batch = list[i].AppendTo(batch)
+		count++
+		if len(batch) >= readdirBatch {
+			if err := flush(false); err != nil {
+				return
+			}
+		}
+	}
+	flush(true)
+}
+
+func (sv *Server) read(r *rpc.Request, sh *Share, req *wire.ReadReq) {
+	f, _, err := sh.OpenRead(req.Path)
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	defer f.Close()
+	buf := rpc.GetBuffer(int(req.Length))
+	n, err := f.ReadAt(buf.Payload(), int64(req.Offset))
+	if err != nil && !errors.Is(err, io.EOF) {
+		buf.Release()
+		sv.fail(r, err)
+		return
+	}
+	buf.B = buf.B[:wire.HeaderLen+n]
+	r.ReplyBuffer(buf)
+}
+
+type chunk struct {
+	buf *rpc.Buffer
+	off uint64
+}
+
+// get streams a file: a reader goroutine reads and hashes chunks ahead while this goroutine
+// encrypts and sends them within the receiver's credit.
+func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
+	f, e, err := sh.OpenRead(req.Path)
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	defer f.Close()
+	if req.Offset > e.Size {
+		r.Fail(wire.EINVAL, "offset beyond the end of the file")
+		return
+	}
+	if req.Window < wire.MaxChunk {
+		r.Fail(wire.EINVAL, "GET window below one chunk")
+		return
+	}
+	h := blake3.New()
+	if req.Offset > 0 {
+		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, int64(req.Offset)), make([]byte, 1<<20)); err != nil {
+			sv.fail(r, err)
+			return
+		}
+	}
+	out, err := r.Push(e.AppendTo(nil), req.Window)
+	if err != nil {
+		return
+	}
+	ctx := r.Context()
+	chunks := make(chan chunk, getReadahead)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(chunks)
+		for pos := req.Offset; pos < e.Size; {
+			n := min(uint64(wire.MaxChunk), e.Size-pos)
+			buf := rpc.GetBuffer(wire.DataHeaderLen + int(n))
+			data := buf.Payload()[wire.DataHeaderLen:]
+			if _, err := f.ReadAt(data, int64(pos)); err != nil {
+				buf.Release()
+				if errors.Is(err, io.EOF) {
+					err = errChanged
+				}
+				readErr <- err
+				return
+			}
+			h.Write(data)
+			select {
+			case chunks <- chunk{buf, pos}:
+			case <-ctx.Done():
+				buf.Release()
+				readErr <- ctx.Err()
+				return
+			}
+			pos += n
+		}
+		readErr <- nil
+	}()
+	var sendErr error
+	for c := range chunks {
+		if sendErr != nil {
+			c.buf.Release()
+			continue
+		}
+		sendErr = out.Send(c.buf, c.off)
+	}
+	err = <-readErr
+	if sendErr != nil {
+		return // cancelled by the receiver or the link is gone
+	}
+	if err == nil {
+		if now, serr := sh.Stat(req.Path); serr != nil || now.Size != e.Size || now.MtimeNs != e.MtimeNs {
+			err = errChanged
+		}
+	}
+	if err != nil {
+		if errors.Is(err, errChanged) {
+			r.Fail(wire.ErrnoChanged, "the file changed on its owner while it was being sent: pull again")
+		} else {
+			sv.fail(r, err)
+		}
+		return
+	}
+	end := wire.StreamEnd{Size: e.Size}
+	h.Sum(end.Hash[:0])
+	out.End(end.AppendTo(nil))
+}
+
+var errChanged = errors.New("file changed while being sent")
+
+// put receives an upload into the part file and commits it once its hash verifies. A part
+// interrupted by the link or the sender stays for a resumed PUT; a corrupt one is removed.
+func (sv *Server) put(r *rpc.Request, sh *Share, req *wire.PutReq) {
+	f, offset, err := sh.CreatePart(req.Path, req.Flags&wire.PutResume != 0)
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	defer f.Close()
+	h := blake3.New()
+	if uint64(offset) > req.Size {
+		if err := f.Truncate(0); err != nil {
+			sv.fail(r, err)
+			return
+		}
+		offset = 0
+	}
+	if offset > 0 {
+		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, offset), make([]byte, 1<<20)); err != nil {
+			sv.fail(r, err)
+			return
+		}
+	}
+	if err := preallocate(f, int64(req.Size)); err != nil {
+		sv.fail(r, err)
+		return
+	}
+	head := wire.PutResp{Offset: uint64(offset), Window: rpc.DefaultWindow}
+	in, err := r.Accept(head.AppendTo(nil), rpc.DefaultWindow)
+	if err != nil {
+		return
+	}
+	defer in.Close()
+	ctx := r.Context()
+	pos := uint64(offset)
+	for {
+		buf, off, data, err := in.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return // sender gone or cancelled: keep the part for a resumed PUT
+		}
+		if off != pos || pos+uint64(len(data)) > req.Size {
+			buf.Release()
+			r.Fail(wire.EINVAL, "upload data out of order or beyond the announced size")
+			return
+		}
+		if _, err := f.WriteAt(data, int64(off)); err != nil {
+			buf.Release()
+			sv.fail(r, err)
+			return
+		}
+		h.Write(data)
+		pos += uint64(len(data))
+		in.Consumed(buf, len(data))
+	}
+	var end wire.StreamEnd
+	if err := end.Decode(in.End()); err != nil {
+		r.Fail(wire.ErrnoProtocol, err.Error())
+		return
+	}
+	var sum [wire.HashLen]byte
+	h.Sum(sum[:0])
+	if end.Size != pos || pos != req.Size || sum != end.Hash {
+		f.Close()
+		sh.RemovePart(req.Path)
+		r.Fail(wire.ErrnoHashMismatch, "upload did not verify (size or BLAKE3 hash differs): send again")
+		return
+	}
+	if err := f.Close(); err != nil {
+		sv.fail(r, err)
+		return
+	}
+	if err := sh.CommitPart(req.Path, req.Mode, time.Unix(0, req.MtimeNs)); err != nil {
+		sv.fail(r, err)
+		return
+	}
+	r.ReplyEnd(end.AppendTo(nil))
+}

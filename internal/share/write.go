@@ -1,0 +1,287 @@
+package share
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Every method here refuses a read-only share before touching disk and resolves every name
+// through os.Root, so nothing outside the share is ever created, changed or removed.
+
+// CreatePart opens the temporary file for an upload to path: ".<base>.peerfs-part" in the same
+// directory, mode 0600, opened read-write (a resumed upload rehashes its prefix). With resume, an existing part is kept and its size returned
+// as offset (the file is positioned there); without, any old part is discarded and an empty one
+// created. A fresh part is created with O_EXCL, which os.Root never resolves through a symlink,
+// so a link planted under the part name cannot redirect the upload.
+func (s *Share) CreatePart(path string, resume bool) (f *os.File, offset int64, err error) {
+	const op = "create"
+	if err := s.checkWrite(op, path); err != nil {
+		return nil, 0, err
+	}
+	if path == "" {
+		return nil, 0, fail(op, path, errnoErr("the share root cannot be replaced", syscall.EISDIR))
+	}
+	// Refuse now rather than after the whole upload: a directory is never replaced by a file.
+	if err := s.notDir(op, path); err != nil {
+		return nil, 0, err
+	}
+	part := partName(path)
+	fi, err := s.root.Lstat(part)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, 0, fail(op, path, err)
+	case fi.IsDir():
+		return nil, 0, fail(op, path, errnoErr("a directory holds the upload's part name "+partBase(part), syscall.EISDIR))
+	case resume && fi.Mode().IsRegular():
+		return s.resumePart(op, path, part, fi)
+	default:
+		// An old part not to be resumed, or a link or special file under the reserved name.
+		if err := s.root.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, fail(op, path, err)
+		}
+	}
+	f, err = s.root.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, 0, fail(op, path, err)
+	}
+	return f, 0, nil
+}
+
+// resumePart reopens the existing part that lstat described as fi and checks that the file
+// opened is that same regular file, not something swapped in since.
+func (s *Share) resumePart(op, path, part string, fi fs.FileInfo) (*os.File, int64, error) {
+	f, err := s.openRegular(op, path, part, os.O_RDWR)
+	if err != nil {
+		return nil, 0, err
+	}
+	cur, err := f.Stat()
+	if err == nil && !os.SameFile(fi, cur) {
+		err = errnoErr("the upload's part file changed while it was opened; retry", syscall.EAGAIN)
+	}
+	if err == nil {
+		_, err = f.Seek(cur.Size(), io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fail(op, path, err)
+	}
+	return f, cur.Size(), nil
+}
+
+// CommitPart finishes an upload to path: it sets the part's permission bits (set-id bits are
+// dropped, see fileMode) and, unless mtime is zero, its modification time, then renames it over
+// path. A directory at path is refused with EISDIR; so is a part that is not a regular file.
+func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
+	const op = "commit"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fail(op, path, errnoErr("the share root cannot be replaced", syscall.EISDIR))
+	}
+	part := partName(path)
+	fi, err := s.root.Lstat(part)
+	if err != nil {
+		return fail(op, path, err)
+	}
+	// Root.Chmod and Chtimes follow a final symlink, so only a regular part is acted on.
+	if !fi.Mode().IsRegular() {
+		return fail(op, path, errnoErr("the upload's part "+partBase(part)+" is not a regular file", syscall.EINVAL))
+	}
+	if err := s.notDir(op, path); err != nil {
+		return err
+	}
+	if err := s.root.Chmod(part, fileMode(mode, false)); err != nil {
+		return fail(op, path, err)
+	}
+	if !mtime.IsZero() {
+		if err := s.root.Chtimes(part, time.Time{}, mtime); err != nil {
+			return fail(op, path, err)
+		}
+	}
+	if err := s.root.Rename(part, path); err != nil {
+		return fail(op, path, err)
+	}
+	return nil
+}
+
+// RemovePart discards the part file of an upload to path. No part is success: the upload is
+// gone either way. A directory under the part name is left alone (EISDIR).
+func (s *Share) RemovePart(path string) error {
+	const op = "remove part"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fail(op, path, errnoErr("the share root has no upload part", syscall.EISDIR))
+	}
+	part := partName(path)
+	fi, err := s.root.Lstat(part)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fail(op, path, err)
+	case fi.IsDir():
+		return fail(op, path, errnoErr("a directory holds the upload's part name "+partBase(part), syscall.EISDIR))
+	}
+	if err := s.root.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(op, path, err)
+	}
+	return nil
+}
+
+// Mkdir creates one directory with the permission bits mode&0777 (the umask applies, as for
+// mkdir). An existing directory is success, so a tree can be sent again; an existing
+// non-directory, a symlink included, is EEXIST. The share root always exists.
+func (s *Share) Mkdir(path string, mode uint32) error {
+	const op = "mkdir"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return nil
+	}
+	err := s.root.Mkdir(path, fs.FileMode(mode&0o777))
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		if fi, lerr := s.root.Lstat(path); lerr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return fail(op, path, err)
+}
+
+// Symlink creates a symlink at path whose target is stored verbatim. The target is not judged:
+// following any link is confined to the share by os.Root. An existing symlink is replaced
+// atomically (a new link under a temporary name is renamed over it); anything else at path is
+// refused with EEXIST.
+func (s *Share) Symlink(path, target string) error {
+	const op = "symlink"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fail(op, path, errnoErr("the share root cannot be replaced", syscall.EEXIST))
+	}
+	if target == "" {
+		return fail(op, path, errnoErr("empty link target", syscall.EINVAL))
+	}
+	err := s.root.Symlink(target, path)
+	if !errors.Is(err, fs.ErrExist) {
+		if err != nil {
+			return fail(op, path, err)
+		}
+		return nil
+	}
+	fi, lerr := s.root.Lstat(path)
+	if lerr != nil {
+		return fail(op, path, lerr)
+	}
+	if fi.Mode().Type() != fs.ModeSymlink {
+		return fail(op, path, err)
+	}
+	tmp := join(parentDir(path), ".peerfs-link-"+rand.Text())
+	if err := s.root.Symlink(target, tmp); err != nil {
+		return fail(op, path, err)
+	}
+	if err := s.root.Rename(tmp, path); err != nil {
+		s.root.Remove(tmp)
+		return fail(op, path, err)
+	}
+	return nil
+}
+
+// SetAttr sets the permission bits (valid&wire.SetMode; set-id bits as fileMode allows) and the
+// modification time (valid&wire.SetMtime) of path. A symlink itself is acted on, never its
+// target: its mode is skipped (links have none of their own) and its mtime is set on the link
+// where the system allows, else skipped. Other names are resolved through os.Root.
+func (s *Share) SetAttr(path string, valid uint32, mode uint32, mtime time.Time) error {
+	const op = "setattr"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if valid&^(wire.SetMode|wire.SetMtime) != 0 {
+		return fail(op, path, errnoErr(fmt.Sprintf("unknown attribute bits %#x", valid), syscall.EINVAL))
+	}
+	name := rootName(path)
+	fi, err := s.root.Lstat(name)
+	if err != nil {
+		return fail(op, path, err)
+	}
+	setMtime := valid&wire.SetMtime != 0 && !mtime.IsZero()
+	if fi.Mode().Type() == fs.ModeSymlink {
+		// Root.Chmod and Root.Chtimes would act on the link's target.
+		if setMtime {
+			if err := s.lutimes(path, mtime); err != nil {
+				return fail(op, path, err)
+			}
+		}
+		return nil
+	}
+	if valid&wire.SetMode != 0 {
+		if err := s.root.Chmod(name, fileMode(mode, fi.IsDir())); err != nil {
+			return fail(op, path, err)
+		}
+	}
+	if setMtime {
+		if err := s.root.Chtimes(name, time.Time{}, mtime); err != nil {
+			return fail(op, path, err)
+		}
+	}
+	return nil
+}
+
+// lutimes sets the mtime of the symlink at path (not the root) on the link itself. The parent
+// directory is opened through os.Root and the link named relative to it by its base name alone,
+// which CheckPath guarantees is neither "." nor "..", so nothing outside the share is reached.
+// Where the system cannot set a link's times, it does nothing.
+func (s *Share) lutimes(path string, mtime time.Time) error {
+	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	err = lutimesAt(d, baseName(path), mtime)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
+	return err
+}
+
+// notDir fails with EISDIR if path (valid, not the root) is an existing directory.
+func (s *Share) notDir(op, path string) error {
+	fi, err := s.root.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fail(op, path, err)
+	case fi.IsDir():
+		return fail(op, path, errnoErr("a directory cannot be replaced by a file", syscall.EISDIR))
+	}
+	return nil
+}
+
+func parentDir(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+func baseName(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
+
+func partBase(part string) string { return fmt.Sprintf("%q", baseName(part)) }

@@ -1,0 +1,317 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/zeebo/blake3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Pull copies remotePath of share (a file, a symlink or a tree) to dest. If dest is an existing
+// directory the copy lands inside it under the remote base name (the share name for the share
+// root), like cp and scp; otherwise dest is the new name and its parent must exist.
+//
+// Receive flow, per file (one goroutine per file in flight; rpc's readLoop decrypts):
+//
+//  1. quick check: a local file with the remote size and mtime is skipped;
+//  2. open ".NAME.peerfs-part"; its length is the resume offset; hash that prefix;
+//  3. GET from the offset: each DATA chunk is written at its offset and hashed, then its
+//     buffer and credit go back (rpc.InStream.Consumed);
+//  4. END carries the owner's size and hash of the whole file: compare, set mode and mtime,
+//     rename into place.
+func Pull(ctx context.Context, peer remote.Peer, share, remotePath, dest string, opts Options) (*Result, error) {
+	opts.defaults()
+	st, err := peer.Stat(ctx, share, remotePath)
+	if err != nil {
+		return nil, err
+	}
+	base := path.Base(remotePath)
+	if remotePath == "" {
+		base = share
+	}
+	target := dest
+	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+		target = filepath.Join(dest, base)
+	}
+	root, err := os.OpenRoot(filepath.Dir(target))
+	if err != nil {
+		return nil, fmt.Errorf("opening destination directory: %w", err)
+	}
+	defer root.Close()
+
+	p := &puller{peer: peer, share: share, root: root, opts: opts, c: newCounters()}
+	stop := p.c.report(opts.OnProgress)
+	name := filepath.Base(target)
+	switch {
+	case st.IsRegular():
+		p.c.files.Add(1)
+		p.c.total.Add(int64(st.Size))
+		var sum []byte
+		sum, err = p.file(ctx, remotePath, name, st)
+		stop()
+		res := p.c.result(target)
+		res.Hash = sum
+		return res, err
+	case st.IsSymlink():
+		err = p.symlink(name, st.Target)
+	case st.IsDir():
+		err = p.tree(ctx, remotePath, name, st)
+	default:
+		err = fmt.Errorf("%s is not a regular file, directory or symlink", remotePath)
+	}
+	stop()
+	return p.c.result(target), err
+}
+
+type puller struct {
+	peer  remote.Peer
+	share string
+	root  *os.Root // the destination's parent; every local path is relative to it
+	opts  Options
+	c     *counters
+}
+
+type fileJob struct {
+	remote, local string
+	entry         wire.Entry
+}
+
+type dirAttr struct {
+	local string
+	entry wire.Entry
+}
+
+// tree copies a directory: one walker lists directories depth-first and creates them, workers
+// copy files; directory modes and mtimes are applied last, deepest first, since creating
+// children changes a directory's mtime.
+func (p *puller) tree(ctx context.Context, remoteDir, localDir string, st wire.Entry) error {
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan fileJob, 256)
+	for range p.opts.Concurrency {
+		g.Go(func() error {
+			for j := range jobs {
+				if _, err := p.file(ctx, j.remote, j.local, j.entry); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	var dirs []dirAttr
+	g.Go(func() error {
+		defer close(jobs)
+		return p.walk(ctx, remoteDir, localDir, st, jobs, &dirs)
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		if err := p.root.Chmod(d.local, fs.FileMode(d.entry.Mode&0o777)); err != nil {
+			return err
+		}
+		mt := time.Unix(0, d.entry.MtimeNs)
+		if err := p.root.Chtimes(d.local, mt, mt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *puller) walk(ctx context.Context, remoteDir, localDir string, st wire.Entry, jobs chan<- fileJob, dirs *[]dirAttr) error {
+	if err := p.mkdir(localDir); err != nil {
+		return err
+	}
+	p.c.dirs.Add(1)
+	*dirs = append(*dirs, dirAttr{localDir, st})
+	entries, err := p.peer.ReadDir(ctx, p.share, remoteDir)
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", remoteDir, err)
+	}
+	for _, e := range entries {
+		r, l := wire.Join(remoteDir, e.Name), localDir+"/"+e.Name
+		switch {
+		case e.IsDir():
+			if err := p.walk(ctx, r, l, e, jobs, dirs); err != nil {
+				return err
+			}
+		case e.IsRegular():
+			p.c.files.Add(1)
+			p.c.total.Add(int64(e.Size))
+			select {
+			case jobs <- fileJob{r, l, e}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case e.IsSymlink():
+			if err := p.symlink(l, e.Target); err != nil {
+				return err
+			}
+		default:
+			p.opts.Logger.Info("skipping special file", "path", r)
+		}
+	}
+	return nil
+}
+
+// mkdir creates a local directory writable by us for the duration of the transfer.
+func (p *puller) mkdir(local string) error {
+	err := p.root.Mkdir(local, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		fi, lerr := p.root.Lstat(local)
+		if lerr != nil || !fi.IsDir() {
+			return fmt.Errorf("%s exists and is not a directory", local)
+		}
+		return p.root.Chmod(local, fi.Mode().Perm()|0o700)
+	}
+	return err
+}
+
+// symlink recreates a link verbatim; an existing link is replaced, anything else is an error.
+func (p *puller) symlink(local, target string) error {
+	p.c.symlinks.Add(1)
+	if fi, err := p.root.Lstat(local); err == nil {
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return fmt.Errorf("%s exists and is not a symlink", local)
+		}
+		if old, err := p.root.Readlink(local); err == nil && old == target {
+			return nil
+		}
+		if err := p.root.Remove(local); err != nil {
+			return err
+		}
+	}
+	return p.root.Symlink(target, local)
+}
+
+// file copies one regular file, resuming a part file and retrying once from scratch if a
+// resumed copy does not verify.
+func (p *puller) file(ctx context.Context, remotePath, local string, e wire.Entry) ([]byte, error) {
+	if fi, err := p.root.Lstat(local); err == nil && fi.Mode().IsRegular() &&
+		fi.Size() == int64(e.Size) && fi.ModTime().UnixNano() == e.MtimeNs {
+		p.c.skips.Add(1)
+		p.c.filesDone.Add(1)
+		return nil, nil
+	}
+	p.c.current.Store(remotePath)
+	sum, err := p.fileOnce(ctx, remotePath, local, true)
+	if errors.Is(err, errRetryFresh) {
+		sum, err = p.fileOnce(ctx, remotePath, local, false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", remotePath, err)
+	}
+	p.c.filesDone.Add(1)
+	return sum, nil
+}
+
+// errRetryFresh: a resumed copy failed verification; copy again from byte 0.
+var errRetryFresh = errors.New("resumed copy did not verify")
+
+func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume bool) ([]byte, error) {
+	dir, base := path.Split(local)
+	part := partName(path.Clean(dir), base)
+	f, err := p.root.OpenFile(part, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var offset int64
+	if resume {
+		if fi, err := f.Stat(); err == nil {
+			offset = fi.Size()
+		}
+	}
+	h := blake3.New()
+	if offset > 0 {
+		if err := hashPrefix(f, offset, h); err != nil {
+			return nil, fmt.Errorf("rereading partial copy: %w", err)
+		}
+	} else if err := f.Truncate(0); err != nil {
+		return nil, err
+	}
+
+	e, in, err := p.peer.Get(ctx, p.share, remotePath, uint64(offset), p.opts.Window)
+	if err != nil {
+		if offset > 0 && remoteErrno(err) == wire.EINVAL { // the source shrank below our part
+			return nil, errRetryFresh
+		}
+		return nil, err
+	}
+	defer in.Close()
+	if err := preallocate(f, int64(e.Size)); err != nil {
+		return nil, err
+	}
+	if offset > 0 {
+		p.c.resumed.Add(offset)
+	}
+
+	pos := uint64(offset)
+	for {
+		buf, off, data, err := in.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, err
+		}
+		if off != pos {
+			buf.Release()
+			return nil, fmt.Errorf("stream out of order: chunk at %d, expected %d", off, pos)
+		}
+		if _, err := f.WriteAt(data, int64(off)); err != nil {
+			buf.Release()
+			return nil, err
+		}
+		h.Write(data)
+		pos += uint64(len(data))
+		p.c.bytes.Add(int64(len(data)))
+		if err := in.Consumed(buf, len(data)); err != nil {
+			return nil, err
+		}
+	}
+	var end wire.StreamEnd
+	if err := end.Decode(in.End()); err != nil {
+		return nil, err
+	}
+	sum := h.Sum(nil)
+	if end.Size != pos || string(end.Hash[:]) != string(sum) {
+		if offset > 0 {
+			return nil, errRetryFresh
+		}
+		f.Close()
+		p.root.Remove(part)
+		return nil, fmt.Errorf("%w: received %d bytes hashing %x, owner has %d bytes hashing %x; pull again",
+			ErrHashMismatch, pos, sum[:8], end.Size, end.Hash[:8])
+	}
+	// Permission bits only: setuid, setgid and sticky bits are never copied from a peer.
+	if err := f.Chmod(fs.FileMode(e.Mode & 0o777)); err != nil {
+		return nil, err
+	}
+	mt := time.Unix(0, e.MtimeNs)
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if err := p.root.Chtimes(part, mt, mt); err != nil {
+		return nil, err
+	}
+	if fi, err := p.root.Lstat(local); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", local)
+	}
+	if err := p.root.Rename(part, local); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}

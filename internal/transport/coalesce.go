@@ -1,0 +1,70 @@
+package transport
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// coalesceMax is the largest write handed to the kernel while coalescing: 256 KiB turns the 64
+// record-sized writes of a 1 MiB frame into 4 (BENCHMARKS.md, "link" table).
+const coalesceMax = 256 << 10
+
+// coalescer sits between crypto/tls and the socket. crypto/tls writes every TLS record (at most
+// 16 KiB of plaintext) with a write system call of its own; on loopback and fast links those
+// calls, not the cipher, bound throughput. While Conn.Write runs, the coalescer gathers the
+// records and writes them in chunks of up to coalesceMax; at any other time (handshake,
+// alerts) writes pass straight through.
+type coalescer struct {
+	net.Conn
+	on  atomic.Bool // set only inside Conn.Write, under Conn.writeMu
+	buf []byte      // touched only by crypto/tls's writes, which hold its output lock
+}
+
+func (w *coalescer) Write(b []byte) (int, error) {
+	if !w.on.Load() {
+		return w.Conn.Write(b)
+	}
+	if len(w.buf)+len(b) > coalesceMax {
+		if err := w.flush(); err != nil {
+			return 0, err
+		}
+		if len(b) >= coalesceMax {
+			return w.Conn.Write(b)
+		}
+	}
+	w.buf = append(w.buf, b...)
+	return len(b), nil
+}
+
+func (w *coalescer) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.Conn.Write(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// writer serialises whole writes on a Conn so coalesced records of two writes never mix.
+type writer struct {
+	mu sync.Mutex
+	co *coalescer
+}
+
+// Write sends b as TLS records coalesced into few system calls. It is safe for concurrent use;
+// each call's bytes stay contiguous on the wire.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.w.co.buf == nil {
+		c.w.co.buf = make([]byte, 0, coalesceMax)
+	}
+	c.w.co.on.Store(true)
+	n, err := c.Conn.Write(b)
+	c.w.co.on.Store(false)
+	if ferr := c.w.co.flush(); err == nil {
+		err = ferr
+	}
+	return n, err
+}

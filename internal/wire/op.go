@@ -1,0 +1,71 @@
+package wire
+
+import "fmt"
+
+// Op is a frame opcode. Names match the section titles of docs/PROTOCOL.md.
+type Op uint8
+
+// Link control: not part of any request.
+const (
+	OpHello Op = 0x01 // version negotiation, first frame each way
+	OpPing  Op = 0x02 // keepalive; answered by PONG with the same payload
+	OpPong  Op = 0x03
+	OpClose Op = 0x04 // the sender is closing the link; carries an ERROR body as reason
+)
+
+// Exchange control: frames inside an open exchange (a tag).
+const (
+	OpCancel Op = 0x08 // the opener abandons the exchange
+	OpCredit Op = 0x09 // the receiver of a stream allows more DATA bytes
+	OpError  Op = 0x0A // the exchange failed; ends it
+	OpData   Op = 0x0B // bulk bytes of a stream: offset, then raw bytes
+	OpEnd    Op = 0x0C // end of a stream
+)
+
+// Requests about a share's namespace and contents (owner side serves them).
+const (
+	OpShares  Op = 0x10 // list the shares this peer may use
+	OpStat    Op = 0x11 // attributes of one path
+	OpReadDir Op = 0x12 // entries of a directory with their attributes
+	OpRead    Op = 0x13 // one range of a file
+	OpGet     Op = 0x14 // a file as a push stream with credit, ending in its hash
+)
+
+// Requests that change a share.
+const (
+	OpPut     Op = 0x20 // upload a file as a stream; committed after its hash matches
+	OpMkdir   Op = 0x21
+	OpSymlink Op = 0x22
+	OpSetAttr Op = 0x23 // mode and mtime
+)
+
+var opNames = map[Op]string{
+	OpHello: "HELLO", OpPing: "PING", OpPong: "PONG", OpClose: "CLOSE",
+	OpCancel: "CANCEL", OpCredit: "CREDIT", OpError: "ERROR", OpData: "DATA", OpEnd: "END",
+	OpShares: "SHARES", OpStat: "STAT", OpReadDir: "READDIR", OpRead: "READ", OpGet: "GET",
+	OpPut: "PUT", OpMkdir: "MKDIR", OpSymlink: "SYMLINK", OpSetAttr: "SETATTR",
+}
+
+// Ops lists every opcode this version defines, in numeric order.
+func Ops() []Op {
+	var ops []Op
+	for i := 0; i < 256; i++ {
+		if _, ok := opNames[Op(i)]; ok {
+			ops = append(ops, Op(i))
+		}
+	}
+	return ops
+}
+
+// Known reports whether this version defines op.
+func (op Op) Known() bool { _, ok := opNames[op]; return ok }
+
+// IsRequest reports whether op opens an exchange.
+func (op Op) IsRequest() bool { return op >= OpShares && op.Known() }
+
+func (op Op) String() string {
+	if s, ok := opNames[op]; ok {
+		return s
+	}
+	return fmt.Sprintf("OP_%#02x", uint8(op))
+}
