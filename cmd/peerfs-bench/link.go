@@ -79,8 +79,12 @@ func runLink(ctx context.Context, o linkOptions) error {
 		{"plain TCP", func(context.Context, int) (sample, error) { return streamOnce(o.Size, tcpPair) }},
 		{"bare TLS 1.3 (crypto/tls)", func(context.Context, int) (sample, error) { return streamOnce(o.Size, tlsPair) }},
 		{"peerfs transport (TLS + coalescing)", func(context.Context, int) (sample, error) { return streamOnce(o.Size, transportPair) }},
-		{"native cp (same disk)", func(_ context.Context, i int) (sample, error) { return cpOnce(file, filepath.Join(o.Dir, fmt.Sprint("cp-", i))) }},
-		{"peerfs pull", func(ctx context.Context, i int) (sample, error) { return peers.pullOnce(ctx, filepath.Join(o.Dir, fmt.Sprint("pull-", i))) }},
+		{"native cp (same disk)", func(_ context.Context, i int) (sample, error) {
+			return cpOnce(file, filepath.Join(o.Dir, fmt.Sprint("cp-", i)))
+		}},
+		{"peerfs pull", func(ctx context.Context, i int) (sample, error) {
+			return peers.pullOnce(ctx, filepath.Join(o.Dir, fmt.Sprint("pull-", i)))
+		}},
 	}
 	rep := report{Machine: machine(), Size: o.Size, Runs: o.Runs}
 	for _, p := range paths {

@@ -25,6 +25,7 @@ type peer struct {
 	lastErr   error
 	lastAddr  string
 	changed   chan struct{} // closed and replaced whenever sess changes
+	attempted chan struct{} // closed and replaced after every failed dial
 	kick      chan struct{} // capacity 1: dial now
 	dialStop  context.CancelFunc
 	dialDone  chan struct{}
@@ -32,7 +33,7 @@ type peer struct {
 }
 
 func newPeer(n *Node, cfg config.Peer) *peer {
-	return &peer{n: n, cfg: cfg, changed: make(chan struct{}), kick: make(chan struct{}, 1),
+	return &peer{n: n, cfg: cfg, changed: make(chan struct{}), attempted: make(chan struct{}), kick: make(chan struct{}, 1),
 		transfers: map[string]*api.TransferStatus{}}
 }
 
@@ -60,7 +61,16 @@ func (p *peer) setConfig(cfg config.Peer) bool {
 func (p *peer) setError(err error) {
 	p.mu.Lock()
 	p.lastErr = err
+	close(p.attempted)
+	p.attempted = make(chan struct{})
 	p.mu.Unlock()
+}
+
+// refusal reports whether err means the two devices do not trust each other (or the address
+// belongs to another device): waiting longer will not help.
+func refusal(err error) bool {
+	return errors.Is(err, transport.ErrRefusedByPeer) || errors.Is(err, transport.ErrUntrusted) ||
+		errors.Is(err, transport.ErrWrongPeer) || errors.Is(err, transport.ErrNoPQ)
 }
 
 // setSession installs a new link unless a live preferred one exists; it reports whether sess
@@ -101,7 +111,7 @@ func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, e
 	defer deadline.Stop()
 	for {
 		p.mu.Lock()
-		sess, changed, lastErr, name, addr := p.sess, p.changed, p.lastErr, p.cfg.Name, p.cfg.Addr
+		sess, changed, attempted, name, addr := p.sess, p.changed, p.attempted, p.cfg.Name, p.cfg.Addr
 		p.mu.Unlock()
 		if sess != nil && sess.Err() == nil {
 			return sess, nil
@@ -112,11 +122,18 @@ func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, e
 		}
 		select {
 		case <-changed:
+		case <-attempted:
+			p.mu.Lock()
+			lastErr := p.lastErr
+			p.mu.Unlock()
+			if refusal(lastErr) {
+				return nil, unreachable(name, addr, lastErr)
+			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-deadline.C:
 			p.mu.Lock()
-			lastErr = p.lastErr
+			lastErr := p.lastErr
 			p.mu.Unlock()
 			return nil, unreachable(name, addr, lastErr)
 		}
@@ -125,8 +142,7 @@ func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, e
 
 func unreachable(name, addr string, lastErr error) error {
 	switch {
-	case errors.Is(lastErr, transport.ErrRefusedByPeer), errors.Is(lastErr, transport.ErrUntrusted),
-		errors.Is(lastErr, transport.ErrWrongPeer), errors.Is(lastErr, transport.ErrNoPQ):
+	case refusal(lastErr):
 		return api.Errorf(api.CodeUntrusted, "cannot link to peer %s: %v", name, lastErr)
 	case addr == "" && lastErr == nil:
 		return api.Errorf(api.CodePeerUnreachable,

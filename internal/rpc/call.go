@@ -98,8 +98,8 @@ func (x *exchange) reply(ctx context.Context) (frame, error) {
 // stream of DATA frames ended by END. window is the initial credit, and must equal the window
 // the request body announces to the peer. The head Buffer must be released by the caller.
 func (s *Session) OpenInStream(ctx context.Context, op wire.Op, body []byte, window uint32) (*Buffer, *InStream, error) {
-	if window < wire.MaxChunk {
-		return nil, nil, fmt.Errorf("stream window %d is below one chunk", window)
+	if window < wire.MinWindow {
+		return nil, nil, fmt.Errorf("stream window %d is below wire.MinWindow", window)
 	}
 	x, err := s.open(ctx, op)
 	if err != nil {

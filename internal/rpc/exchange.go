@@ -21,6 +21,7 @@ type queue struct {
 	mu     sync.Mutex
 	items  []frame
 	head   int
+	bytes  int // queued payload bytes of frames other than DATA
 	closed bool
 	signal chan struct{} // capacity 1: "something changed"
 }
@@ -32,7 +33,10 @@ func (q *queue) push(f frame) bool {
 		f.buf.Release()
 		return true
 	}
-	if len(q.items)-q.head >= MaxQueuedFrames {
+	if f.h.Op != wire.OpData {
+		q.bytes += int(f.h.Len)
+	}
+	if len(q.items)-q.head >= MaxQueuedFrames || q.bytes > MaxQueuedBytes {
 		q.mu.Unlock()
 		f.buf.Release()
 		return false
@@ -59,6 +63,9 @@ func (q *queue) pop(ctx context.Context, x *exchange) (frame, error) {
 			f := q.items[q.head]
 			q.items[q.head] = frame{}
 			q.head++
+			if f.h.Op != wire.OpData {
+				q.bytes -= int(f.h.Len)
+			}
 			if q.head == len(q.items) {
 				q.items, q.head = q.items[:0], 0
 			}
@@ -153,7 +160,12 @@ func (x *exchange) waitCredit(ctx context.Context, n int64) error {
 		case <-x.stopped:
 			return errStopped
 		case <-ctx.Done():
-			return ctx.Err()
+			select {
+			case <-x.failed: // a served exchange's ctx ends because it failed: say why
+				return x.err
+			default:
+				return ctx.Err()
+			}
 		}
 	}
 	x.sendCredit.Add(-n)

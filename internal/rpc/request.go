@@ -83,8 +83,8 @@ func (r *Request) Push(head []byte, window uint32) (*OutStream, error) {
 // Accept answers with head, grants window bytes of credit and returns the stream of DATA the
 // opener sends. After the stream's END, answer with ReplyEnd or Fail.
 func (r *Request) Accept(head []byte, window uint32) (*InStream, error) {
-	if window < wire.MaxChunk {
-		window = wire.MaxChunk
+	if window < wire.MinWindow {
+		window = wire.MinWindow
 	}
 	r.x.recvAllowance.Store(int64(window))
 	if err := r.x.send(r.Op, 0, head); err != nil {

@@ -38,6 +38,13 @@ const (
 	// MaxQueuedFrames bounds the frames queued on one exchange and not yet consumed. A sender
 	// within its credit that still exceeds it is sending absurdly small chunks: the link closes.
 	MaxQueuedFrames = 4096
+	// MaxQueuedBytes bounds the bytes of frames other than DATA (which credit bounds) queued on
+	// one exchange: replies, END, ERROR. Past it the peer is flooding: the link closes.
+	MaxQueuedBytes = 16 << 20
+	// controlQueue is how many control frames (PONG, refusals) readLoop may have waiting for
+	// controlLoop. A peer that fills it by flooding PINGs loses PONGs; by flooding refused
+	// requests, its link.
+	controlQueue = 64
 	// DefaultWindow is the credit a stream receiver grants: 16 MiB keeps a 1 GiB/s stream busy
 	// across 10 ms of round trip while bounding memory per stream.
 	DefaultWindow = 16 << 20
@@ -92,6 +99,8 @@ type Session struct {
 	served  map[uint32]*exchange // the peer opened
 	slots   chan struct{}        // our open exchanges, at most MaxInFlight
 
+	control chan *Buffer // complete frames queued by readLoop for controlLoop
+
 	closeOnce sync.Once
 	done      chan struct{} // closed when the session ends
 	closeErr  error         // set before done closes
@@ -116,6 +125,7 @@ func New(conn net.Conn, opts Options) (*Session, error) {
 		opened:    make(map[uint32]*exchange),
 		served:    make(map[uint32]*exchange),
 		slots:     make(chan struct{}, MaxInFlight),
+		control:   make(chan *Buffer, controlQueue),
 		done:      make(chan struct{}),
 		start:     time.Now(),
 	}
@@ -130,9 +140,10 @@ func New(conn net.Conn, opts Options) (*Session, error) {
 		return nil, err
 	}
 	s.lastRecv.Store(s.now())
-	s.loops.Add(2)
+	s.loops.Add(3)
 	go s.readLoop()
 	go s.keepaliveLoop()
+	go s.controlLoop()
 	return s, nil
 }
 
@@ -255,6 +266,11 @@ func (s *Session) violation(format string, args ...any) {
 // writeFrame fills the header into b[:HeaderLen] and writes the frame in one Write.
 func (s *Session) writeFrame(h wire.Header, b []byte) error {
 	h.Put(b)
+	return s.writeRaw(b)
+}
+
+// writeRaw writes a complete frame, header included, in one Write.
+func (s *Session) writeRaw(b []byte) error {
 	s.writeMu.Lock()
 	_, err := s.conn.Write(b)
 	s.writeMu.Unlock()
@@ -266,8 +282,14 @@ func (s *Session) writeFrame(h wire.Header, b []byte) error {
 	return nil
 }
 
-// sendSmall writes a frame whose payload is built by appendBody, from a small pooled buffer.
+// errTooLong: a frame body exceeds wire.MaxFrameLen; nothing was sent.
+var errTooLong = errors.New("frame body longer than MaxFrameLen")
+
+// sendSmall writes a frame whose payload is copied from body into a pooled buffer.
 func (s *Session) sendSmall(op wire.Op, flags wire.Flags, tag uint32, body []byte) error {
+	if len(body) > wire.MaxFrameLen {
+		return errTooLong
+	}
 	buf := GetBuffer(len(body))
 	copy(buf.Payload(), body)
 	err := s.writeFrame(wire.Header{Len: uint32(len(body)), Op: op, Flags: flags, Tag: tag}, buf.B)
@@ -319,10 +341,12 @@ func (s *Session) route(h wire.Header, buf *Buffer) bool {
 			s.violation("PING of %d bytes", h.Len)
 			return false
 		}
-		go func() { // never write from readLoop
-			s.writeFrame(wire.Header{Len: wire.PingLen, Op: wire.OpPong}, buf.B)
-			buf.Release()
-		}()
+		wire.Header{Len: wire.PingLen, Op: wire.OpPong}.Put(buf.B)
+		select {
+		case s.control <- buf: // readLoop never writes; controlLoop does
+		default:
+			buf.Release() // a peer flooding PINGs loses PONGs
+		}
 		return true
 	case wire.OpPong:
 		if len(buf.Payload()) == wire.PingLen {
@@ -406,13 +430,18 @@ func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
 		defer x.stop()
 	}
 	if !x.in.push(frame{h: h, buf: buf}) {
-		s.violation("more than %d unconsumed frames on tag %d", MaxQueuedFrames, h.Tag)
+		s.violation("more than %d unconsumed frames or %d bytes on tag %d", MaxQueuedFrames, MaxQueuedBytes, h.Tag)
 		return false
 	}
 	return true
 }
 
 func (s *Session) startServed(h wire.Header, buf *Buffer) bool {
+	if h.Tag == 0 {
+		buf.Release()
+		s.violation("request %v on tag 0", h.Op)
+		return false
+	}
 	s.mu.Lock()
 	if _, dup := s.served[h.Tag]; dup {
 		s.mu.Unlock()
@@ -430,9 +459,18 @@ func (s *Session) startServed(h wire.Header, buf *Buffer) bool {
 			code, msg = wire.ErrnoUnsupported, fmt.Sprintf("unknown request %v", h.Op)
 		}
 		m := wire.ErrorMsg{Code: code, Message: msg}
-		tag := h.Tag
-		go s.sendSmall(wire.OpError, wire.FlagResponse, tag, m.AppendTo(nil))
-		return true
+		body := m.AppendTo(nil)
+		out := GetBuffer(len(body))
+		copy(out.Payload(), body)
+		wire.Header{Len: uint32(len(body)), Op: wire.OpError, Flags: wire.FlagResponse, Tag: h.Tag}.Put(out.B)
+		select {
+		case s.control <- out:
+			return true
+		default:
+			out.Release()
+			s.violation("peer floods refused requests")
+			return false
+		}
 	}
 	x := newExchange(s, h.Tag, h.Op, false)
 	s.served[h.Tag] = x
@@ -453,6 +491,28 @@ func (s *Session) serve(r *Request) {
 		}
 	}()
 	s.handler.ServeRequest(r)
+}
+
+// controlLoop writes the frames readLoop queues (PONG, refusals), so readLoop never blocks on
+// a full socket.
+func (s *Session) controlLoop() {
+	defer s.loops.Done()
+	for {
+		select {
+		case <-s.done:
+			for {
+				select {
+				case buf := <-s.control:
+					buf.Release()
+				default:
+					return
+				}
+			}
+		case buf := <-s.control:
+			s.writeRaw(buf.B)
+			buf.Release()
+		}
+	}
 }
 
 func (s *Session) keepaliveLoop() {

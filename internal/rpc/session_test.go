@@ -249,7 +249,7 @@ func TestOutStreamAndReceiverError(t *testing.T) {
 func TestCancelStopsPush(t *testing.T) {
 	stopped := make(chan error, 1)
 	h := handlerFunc(func(r *Request) {
-		out, _ := r.Push(nil, wire.MaxChunk)
+		out, _ := r.Push(nil, wire.MinWindow)
 		for i := 0; ; i++ {
 			buf := GetBuffer(wire.DataHeaderLen + 1024)
 			if err := out.Send(buf, uint64(i*1024)); err != nil {
@@ -259,7 +259,7 @@ func TestCancelStopsPush(t *testing.T) {
 		}
 	})
 	a, _ := sessionPair(t, h)
-	head, in, err := a.OpenInStream(context.Background(), wire.OpGet, nil, wire.MaxChunk)
+	head, in, err := a.OpenInStream(context.Background(), wire.OpGet, nil, wire.MinWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,13 +400,21 @@ func TestMalformedFramesCloseLink(t *testing.T) {
 			b[6] = 1
 			return b
 		}(),
-		"unknown flags":   frame(wire.Header{Op: wire.OpStat, Tag: 1, Flags: 0x80}, nil),
-		"short ping":      frame(wire.Header{Op: wire.OpPing}, []byte{1}),
-		"second hello":    frame(wire.Header{Op: wire.OpHello}, goodHello.AppendTo(nil)),
-		"bad credit":      append(frame(wire.Header{Op: wire.OpGet, Tag: 5}, nil), frame(wire.Header{Op: wire.OpCredit, Tag: 5}, []byte{1})...),
-		"tag reuse":       append(frame(wire.Header{Op: wire.OpPut, Tag: 9}, nil), frame(wire.Header{Op: wire.OpPut, Tag: 9}, nil)...),
-		"empty data":      append(frame(wire.Header{Op: wire.OpPut, Tag: 3}, nil), frame(wire.Header{Op: wire.OpData, Tag: 3}, make([]byte, 8))...),
-		"data w/o credit": append(frame(wire.Header{Op: wire.OpPut, Tag: 4}, nil), frame(wire.Header{Op: wire.OpData, Tag: 4}, make([]byte, 100))...),
+		"unknown flags":    frame(wire.Header{Op: wire.OpStat, Tag: 1, Flags: 0x80}, nil),
+		"short ping":       frame(wire.Header{Op: wire.OpPing}, []byte{1}),
+		"second hello":     frame(wire.Header{Op: wire.OpHello}, goodHello.AppendTo(nil)),
+		"bad credit":       append(frame(wire.Header{Op: wire.OpGet, Tag: 5}, nil), frame(wire.Header{Op: wire.OpCredit, Tag: 5}, []byte{1})...),
+		"tag reuse":        append(frame(wire.Header{Op: wire.OpPut, Tag: 9}, nil), frame(wire.Header{Op: wire.OpPut, Tag: 9}, nil)...),
+		"empty data":       append(frame(wire.Header{Op: wire.OpPut, Tag: 3}, nil), frame(wire.Header{Op: wire.OpData, Tag: 3}, make([]byte, 8))...),
+		"data w/o credit":  append(frame(wire.Header{Op: wire.OpPut, Tag: 4}, nil), frame(wire.Header{Op: wire.OpData, Tag: 4}, make([]byte, 100))...),
+		"request on tag 0": frame(wire.Header{Op: wire.OpStat, Tag: 0}, nil),
+		"flood of END": func() []byte {
+			b := frame(wire.Header{Op: wire.OpPut, Tag: 6}, nil)
+			for i := 0; i*wire.MaxChunk <= MaxQueuedBytes; i++ {
+				b = append(b, frame(wire.Header{Op: wire.OpEnd, Tag: 6}, make([]byte, wire.MaxChunk))...)
+			}
+			return b
+		}(),
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -210,10 +210,6 @@ func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 		r.Fail(wire.EINVAL, "offset beyond the end of the file")
 		return
 	}
-	if req.Window < wire.MaxChunk {
-		r.Fail(wire.EINVAL, "GET window below one chunk")
-		return
-	}
 	h := blake3.New()
 	if req.Offset > 0 {
 		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, int64(req.Offset)), make([]byte, 1<<20)); err != nil {

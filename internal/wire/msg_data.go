@@ -59,6 +59,9 @@ func (m *GetReq) Decode(b []byte) error {
 	m.Path = d.path("path")
 	m.Offset = d.u64("offset")
 	m.Window = d.u32("window")
+	if d.err == nil && m.Window < MinWindow {
+		return fmt.Errorf("%w: GET window of %d bytes, minimum %d", ErrMalformed, m.Window, MinWindow)
+	}
 	return d.done("GET")
 }
 

@@ -76,7 +76,7 @@ func pathBodies(share, path string) []message {
 	return []message{
 		&PathReq{Share: share, Path: path},
 		&ReadReq{Share: share, Path: path, Length: 1},
-		&GetReq{Share: share, Path: path, Window: MaxChunk},
+		&GetReq{Share: share, Path: path, Window: MinWindow},
 		&PutReq{Share: share, Path: path},
 		&MkdirReq{Share: share, Path: path},
 		&SymlinkReq{Share: share, Path: path, Target: "t"},
@@ -175,6 +175,7 @@ func TestDecodeRefusesBadFlagsAndFields(t *testing.T) {
 		{"entry name .", &Entry{Name: "."}},
 		{"entry name with NUL", &Entry{Name: "a\x00"}},
 		{"entries with a bad name", &Entries{List: []Entry{fileEntry("good"), fileEntry("../bad")}}},
+		{"GET window below MinWindow", &GetReq{Share: "s", Path: "f", Window: MinWindow - 1}},
 	}
 	for _, tc := range cases {
 		if err := fresh(tc.m).Decode(tc.m.AppendTo(nil)); err == nil {
@@ -187,7 +188,7 @@ func TestDecodeRefusesBadFlagsAndFields(t *testing.T) {
 		&ReadReq{Share: "s", Path: "", Length: 0},
 		&Hello{MinVersion: 3, MaxVersion: 3},
 		&SetAttrReq{Share: "s", Path: "", Valid: 0},
-		&GetReq{Share: "s", Path: ""},
+		&GetReq{Share: "s", Path: "", Window: MinWindow},
 		&Entry{Name: "...", Mode: 0xFFFFFFFF},
 	}
 	for _, m := range ok {

@@ -26,6 +26,10 @@ const (
 	// MaxChunk is the largest bulk payload of one DATA frame (1 MiB): large enough that per-frame
 	// costs vanish next to the copy and the cipher, and the FUSE request size (1 MiB) fits in one.
 	MaxChunk = 1 << 20
+	// MinWindow is the smallest stream credit window: two chunks. A receiver grants credit back
+	// in batches of a quarter window, so with one chunk of credit a sender could wait forever
+	// for the last quarter; with two, a fully consumed stream always leaves room for a chunk.
+	MinWindow = 2 * MaxChunk
 	// DataHeaderLen is the part of a DATA payload before the raw bytes: the 8-byte file offset.
 	DataHeaderLen = 8
 	// MaxFrameLen is the largest payload a receiver accepts, in bytes: one full DATA frame plus
