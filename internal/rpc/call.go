@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -135,19 +136,19 @@ func (s *Session) OpenOutStream(ctx context.Context, op wire.Op, body []byte) (*
 }
 
 // InStream receives a stream's DATA frames in order and grants credit as they are consumed.
-// One goroutine uses it.
+// One goroutine calls Next, End and Close; one goroutine (the same or another) calls Consumed.
 type InStream struct {
 	x       *exchange
 	window  int64
-	pending int64   // consumed bytes not yet granted back
-	end     *Buffer // END payload once seen
-	done    bool
+	pending int64       // consumed bytes not yet granted back; touched only by Consumed
+	end     *Buffer     // END payload once seen
+	done    atomic.Bool // END or ERROR seen; Consumed may run on another goroutine than Next
 }
 
 // Next returns the next chunk: its buffer (release it with Consumed), its file offset and its
 // bytes. At the end of the stream it returns io.EOF; End then holds the END payload.
 func (in *InStream) Next(ctx context.Context) (*Buffer, uint64, []byte, error) {
-	if in.done {
+	if in.done.Load() {
 		return nil, 0, nil, io.EOF
 	}
 	f, err := in.x.in.pop(ctx, in.x)
@@ -159,13 +160,14 @@ func (in *InStream) Next(ctx context.Context) (*Buffer, uint64, []byte, error) {
 		off, data, _ := wire.DataOffset(f.buf.Payload()) // length checked by deliver
 		return f.buf, off, data, nil
 	case wire.OpEnd:
-		in.end, in.done = f.buf, true
+		in.end = f.buf
+		in.done.Store(true)
 		if in.x.opener {
 			in.x.end()
 		}
 		return nil, 0, nil, io.EOF
 	case wire.OpError:
-		in.done = true
+		in.done.Store(true)
 		in.x.end()
 		return nil, 0, nil, errorFrame(f)
 	}
@@ -179,7 +181,7 @@ func (in *InStream) Next(ctx context.Context) (*Buffer, uint64, []byte, error) {
 func (in *InStream) Consumed(buf *Buffer, n int) error {
 	buf.Release()
 	in.pending += int64(n)
-	if in.pending < in.window/4 || in.done {
+	if in.pending < in.window/4 || in.done.Load() {
 		return nil
 	}
 	grant := in.pending
@@ -200,7 +202,7 @@ func (in *InStream) End() []byte {
 
 // Close ends the stream: a stream not read to its end is cancelled.
 func (in *InStream) Close() {
-	if !in.done && in.x.opener {
+	if !in.done.Load() && in.x.opener {
 		in.x.abandon()
 	} else {
 		in.x.in.close()
