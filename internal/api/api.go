@@ -27,6 +27,11 @@ const (
 	MethodList   = "ls"
 	MethodPull   = "pull"
 	MethodSend   = "send"
+
+	MethodMount   = "mount"
+	MethodUnmount = "unmount"
+	MethodMounts  = "mounts"
+	MethodStats   = "stats"
 )
 
 // Request is the one line a client sends.
@@ -202,6 +207,60 @@ type TransferResult struct {
 	Hash       string  `json:"hash,omitempty"` // BLAKE3 of a single file, hex
 }
 
+// MountParams asks the daemon to mount a peer's share at Dir, an absolute path to an existing
+// empty directory.
+type MountParams struct {
+	Peer    string `json:"peer"`
+	Share   string `json:"share"`
+	Dir     string `json:"dir"`
+	Blksize int    `json:"blksize,omitempty"` // reported st_blksize and statfs block size; 0: default
+	Inline  int    `json:"inline,omitempty"`  // inline small files up to this size; 0: default
+	// NoPassthrough serves cached files through the daemon instead of FUSE passthrough.
+	NoPassthrough bool `json:"no_passthrough,omitempty"`
+	// WaitSeconds bounds how long an operation waits for a lost link before failing with EIO;
+	// 0: 30 s.
+	WaitSeconds int `json:"wait_seconds,omitempty"`
+}
+
+// MountInfo describes one mount.
+type MountInfo struct {
+	Peer        string    `json:"peer"`
+	Share       string    `json:"share"`
+	Dir         string    `json:"dir"`
+	Since       time.Time `json:"since"`
+	Events      bool      `json:"events"`      // the owner pushes change events
+	Passthrough bool      `json:"passthrough"` // passthrough enabled for fully cached files
+	Blksize     int       `json:"blksize"`
+}
+
+// UnmountParams names a mount by its directory.
+type UnmountParams struct {
+	Dir string `json:"dir"`
+}
+
+// MountsResult answers "mounts".
+type MountsResult struct {
+	Mounts []MountInfo `json:"mounts"`
+}
+
+// OpStats are one FUSE operation's counters in "stats".
+type OpStats struct {
+	Name  string  `json:"name"`
+	Calls int64   `json:"calls"`
+	Bytes int64   `json:"bytes"`
+	Min   int64   `json:"min_bytes"`
+	Avg   float64 `json:"avg_bytes"`
+	Max   int64   `json:"max_bytes"`
+}
+
+// StatsResult answers "stats": per FUSE operation calls and request sizes, cache hits and
+// misses, round trips to the owner (seed 000's instrumentation).
+type StatsResult struct {
+	Mount    MountInfo        `json:"mount"`
+	Ops      []OpStats        `json:"ops"`
+	Counters map[string]int64 `json:"counters"`
+}
+
 // Backend is what the daemon serves; the node implements it. Long operations report progress
 // through emit, which is safe to call from any goroutine.
 type Backend interface {
@@ -210,4 +269,8 @@ type Backend interface {
 	List(ctx context.Context, p ListParams) (*ListResult, error)
 	Pull(ctx context.Context, p PullParams, emit func(Event)) (*TransferResult, error)
 	Send(ctx context.Context, p SendParams, emit func(Event)) (*TransferResult, error)
+	Mount(ctx context.Context, p MountParams) (*MountInfo, error)
+	Unmount(ctx context.Context, p UnmountParams) error
+	Mounts(ctx context.Context) (*MountsResult, error)
+	Stats(ctx context.Context, p UnmountParams) (*StatsResult, error)
 }

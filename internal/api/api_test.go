@@ -44,6 +44,17 @@ func (f *fakeBackend) Send(ctx context.Context, p SendParams, emit func(Event)) 
 	return &TransferResult{Source: p.Source, Dest: p.Peer + ":" + p.Share}, nil
 }
 
+func (f *fakeBackend) Mount(ctx context.Context, p MountParams) (*MountInfo, error) {
+	return &MountInfo{Peer: p.Peer, Share: p.Share, Dir: p.Dir}, nil
+}
+func (f *fakeBackend) Unmount(ctx context.Context, p UnmountParams) error { return nil }
+func (f *fakeBackend) Mounts(ctx context.Context) (*MountsResult, error) {
+	return &MountsResult{Mounts: []MountInfo{}}, nil
+}
+func (f *fakeBackend) Stats(ctx context.Context, p UnmountParams) (*StatsResult, error) {
+	return &StatsResult{}, nil
+}
+
 // serve starts a server for b on a socket in a temporary directory and returns the socket.
 func serve(t *testing.T, b Backend) string {
 	t.Helper()

@@ -167,6 +167,26 @@ func dispatch(ctx context.Context, req *rawRequest, b Backend, w *lineWriter, ca
 			return nil, err
 		}
 		return stream(ctx, w, cancel, func(emit func(Event)) (any, error) { return b.Send(ctx, p, emit) })
+	case MethodMount:
+		var p MountParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		return b.Mount(ctx, p)
+	case MethodUnmount:
+		var p UnmountParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		return nil, b.Unmount(ctx, p)
+	case MethodMounts:
+		return b.Mounts(ctx)
+	case MethodStats:
+		var p UnmountParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		return b.Stats(ctx, p)
 	default:
 		return nil, Errorf(CodeInvalid, "unknown method %q: use the peerfs binary that matches the daemon", req.Method)
 	}

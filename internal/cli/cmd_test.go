@@ -376,6 +376,8 @@ type backend struct {
 	pulls   []api.PullParams
 	sends   []api.SendParams
 	lists   []api.ListParams
+
+	mountsMade []api.MountParams
 }
 
 func (b *backend) Status(ctx context.Context) (*api.StatusResult, error) { return &b.status, nil }
@@ -398,6 +400,18 @@ func (b *backend) Pull(ctx context.Context, p api.PullParams, emit func(api.Even
 func (b *backend) Send(ctx context.Context, p api.SendParams, emit func(api.Event)) (*api.TransferResult, error) {
 	b.sends = append(b.sends, p)
 	return nil, api.Errorf(api.CodePermission, "share %s is read-only for this device", p.Share)
+}
+func (b *backend) Mount(ctx context.Context, p api.MountParams) (*api.MountInfo, error) {
+	b.mountsMade = append(b.mountsMade, p)
+	return &api.MountInfo{Peer: p.Peer, Share: p.Share, Dir: p.Dir}, nil
+}
+func (b *backend) Unmount(ctx context.Context, p api.UnmountParams) error { return nil }
+func (b *backend) Mounts(ctx context.Context) (*api.MountsResult, error) {
+	return &api.MountsResult{Mounts: []api.MountInfo{}}, nil
+}
+func (b *backend) Stats(ctx context.Context, p api.UnmountParams) (*api.StatsResult, error) {
+	return &api.StatsResult{Ops: []api.OpStats{{Name: "write", Calls: 2, Bytes: 2 << 20, Min: 1 << 20, Avg: 1 << 20, Max: 1 << 20}},
+		Counters: map[string]int64{"round_trips": 3}}, nil
 }
 
 func TestWithDaemon(t *testing.T) {

@@ -164,6 +164,10 @@ config file.`,
 		newPullCommand(g),
 		newSendCommand(g),
 		newStatusCommand(g),
+		newMountCommand(g),
+		newUnmountCommand(g),
+		newMountsCommand(g),
+		newStatsCommand(g),
 	)
 	return root
 }

@@ -103,7 +103,7 @@ func (n *Node) List(ctx context.Context, a api.ListParams) (*api.ListResult, err
 		res.Entries = append(res.Entries, toAPIEntry(st))
 		return res, nil
 	}
-	list, err := rp.ReadDir(ctx, a.Share, a.Path)
+	list, err := rp.ReadDir(ctx, a.Share, a.Path, 0)
 	if err != nil {
 		return nil, apiError(err, spec)
 	}

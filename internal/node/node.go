@@ -61,6 +61,8 @@ type Node struct {
 	peers  map[identity.DeviceID]*peer
 	shares map[string]*openShare // by share name
 	nextID int                   // transfer IDs
+
+	mounts mounts
 }
 
 // openShare is an exported share opened for serving.
@@ -119,6 +121,7 @@ func (n *Node) Run(ctx context.Context) error {
 	<-ctx.Done()
 	n.ln.Close()
 	wg.Wait()
+	n.unmountAll()
 
 	n.mu.Lock()
 	peers := make([]*peer, 0, len(n.peers))

@@ -43,9 +43,10 @@ func (p Peer) Stat(ctx context.Context, share, path string) (wire.Entry, error) 
 	return e, nil
 }
 
-// ReadDir returns the entries of directory path in share, sorted by name.
-func (p Peer) ReadDir(ctx context.Context, share, path string) ([]wire.Entry, error) {
-	req := wire.PathReq{Share: share, Path: path}
+// ReadDir returns the entries of directory path in share, sorted by name, with the content
+// of regular files up to inlineMax bytes inlined (0: none).
+func (p Peer) ReadDir(ctx context.Context, share, path string, inlineMax uint32) ([]wire.Entry, error) {
+	req := wire.ReadDirReq{Share: share, Path: path, InlineMax: inlineMax}
 	var all []wire.Entry
 	err := p.S.CallMore(ctx, wire.OpReadDir, req.AppendTo(nil), func(payload []byte) error {
 		var m wire.Entries
@@ -70,15 +71,151 @@ func (p Peer) Symlink(ctx context.Context, share, path, target string) error {
 	return p.callEmpty(ctx, wire.OpSymlink, req.AppendTo(nil))
 }
 
-// SetAttr sets the mode and/or mtime of path.
-func (p Peer) SetAttr(ctx context.Context, req wire.SetAttrReq) error {
-	return p.callEmpty(ctx, wire.OpSetAttr, req.AppendTo(nil))
+// SetAttr applies the attributes req.Valid selects (mode, times, size) and returns the path's
+// attributes after the change.
+func (p Peer) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Entry, error) {
+	return p.callEntry(ctx, wire.OpSetAttr, req.AppendTo(nil))
 }
 
+// Statfs returns the capacity and free space of the filesystem that holds share.
+func (p Peer) Statfs(ctx context.Context, share string) (wire.Statfs, error) {
+	req := wire.ShareReq{Share: share}
+	buf, err := p.S.Call(ctx, wire.OpStatfs, req.AppendTo(nil))
+	if err != nil {
+		return wire.Statfs{}, err
+	}
+	defer buf.Release()
+	var st wire.Statfs
+	if err := st.Decode(buf.Payload()); err != nil {
+		return wire.Statfs{}, fmt.Errorf("STATFS reply: %w", err)
+	}
+	return st, nil
+}
+
+// GetXattr returns the value of the extended attribute name of path ("user." namespace). A
+// missing attribute is wire.ENODATA.
+func (p Peer) GetXattr(ctx context.Context, share, path, name string) ([]byte, error) {
+	req := wire.XattrReq{Share: share, Path: path, Name: name}
+	buf, err := p.S.Call(ctx, wire.OpGetXattr, req.AppendTo(nil))
+	if err != nil {
+		return nil, err
+	}
+	defer buf.Release()
+	if n := len(buf.Payload()); n > wire.MaxXattrValue {
+		return nil, fmt.Errorf("%w: GETXATTR returned %d bytes, limit %d", rpc.ErrProtocol, n, wire.MaxXattrValue)
+	}
+	return append([]byte{}, buf.Payload()...), nil
+}
+
+// ListXattr returns the names of path's extended attributes in the "user." namespace.
+func (p Peer) ListXattr(ctx context.Context, share, path string) ([]string, error) {
+	req := wire.PathReq{Share: share, Path: path}
+	buf, err := p.S.Call(ctx, wire.OpListXattr, req.AppendTo(nil))
+	if err != nil {
+		return nil, err
+	}
+	defer buf.Release()
+	var m wire.XattrNames
+	if err := m.Decode(buf.Payload()); err != nil {
+		return nil, fmt.Errorf("LISTXATTR reply: %w", err)
+	}
+	return m.Names, nil
+}
+
+// SetXattr sets the extended attribute name of path to value; flags are wire.XattrCreate or
+// wire.XattrReplace, or 0.
+func (p Peer) SetXattr(ctx context.Context, share, path, name string, value []byte, flags uint32) error {
+	req := wire.XattrReq{Share: share, Path: path, Name: name, Value: value, Flags: flags}
+	return p.callEmpty(ctx, wire.OpSetXattr, req.AppendTo(nil))
+}
+
+// RemoveXattr removes the extended attribute name of path.
+func (p Peer) RemoveXattr(ctx context.Context, share, path, name string) error {
+	req := wire.XattrReq{Share: share, Path: path, Name: name}
+	return p.callEmpty(ctx, wire.OpRemoveXattr, req.AppendTo(nil))
+}
+
+// Create creates the regular file path (or opens an existing one, unless flags has
+// wire.CreateExclusive; wire.CreateTruncate empties it) and returns its attributes.
+func (p Peer) Create(ctx context.Context, share, path string, mode, flags uint32) (wire.Entry, error) {
+	req := wire.CreateReq{Share: share, Path: path, Mode: mode, Flags: flags}
+	return p.callEntry(ctx, wire.OpCreate, req.AppendTo(nil))
+}
+
+// Write writes data, at most wire.MaxChunk bytes, at offset off of the existing regular file
+// path and returns the file's attributes after the write. data is copied before Write returns.
+func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []byte) (wire.Entry, error) {
+	if len(data) > wire.MaxChunk {
+		return wire.Entry{}, fmt.Errorf("WRITE of %d bytes: at most %d go in one request", len(data), wire.MaxChunk)
+	}
+	req := wire.WriteReq{Share: share, Path: path, Offset: off}
+	// Head and data in one pooled buffer: the frame body is contiguous, and a 1 MiB write
+	// allocates nothing.
+	headLen := len(req.AppendTo(nil))
+	body := rpc.GetBuffer(headLen + len(data))
+	defer body.Release()
+	b := req.AppendTo(body.Payload()[:0])
+	b = append(b, data...)
+	return p.callEntry(ctx, wire.OpWrite, b)
+}
+
+// Unlink removes the non-directory name path.
+func (p Peer) Unlink(ctx context.Context, share, path string) error {
+	req := wire.PathReq{Share: share, Path: path}
+	return p.callEmpty(ctx, wire.OpUnlink, req.AppendTo(nil))
+}
+
+// Rmdir removes the empty directory path.
+func (p Peer) Rmdir(ctx context.Context, share, path string) error {
+	req := wire.PathReq{Share: share, Path: path}
+	return p.callEmpty(ctx, wire.OpRmdir, req.AppendTo(nil))
+}
+
+// Rename renames from to to; flags are wire.RenameNoReplace or wire.RenameExchange, or 0.
+func (p Peer) Rename(ctx context.Context, share, from, to string, flags uint32) error {
+	req := wire.RenameReq{Share: share, From: from, To: to, Flags: flags}
+	return p.callEmpty(ctx, wire.OpRename, req.AppendTo(nil))
+}
+
+// Link makes to a new hard link to from and returns the attributes of to.
+func (p Peer) Link(ctx context.Context, share, from, to string) (wire.Entry, error) {
+	req := wire.LinkReq{Share: share, From: from, To: to}
+	return p.callEntry(ctx, wire.OpLink, req.AppendTo(nil))
+}
+
+// Fallocate applies fallocate(2) with mode (Linux FALLOC_FL_* bits) to [off, off+length) of
+// the regular file path and returns its attributes after the change.
+func (p Peer) Fallocate(ctx context.Context, share, path string, mode uint32, off, length uint64) (wire.Entry, error) {
+	req := wire.FallocateReq{Share: share, Path: path, Mode: mode, Offset: off, Length: length}
+	return p.callEntry(ctx, wire.OpFallocate, req.AppendTo(nil))
+}
+
+// Fsync has the owner flush path (a file or directory; "" for the share root) to stable
+// storage: its data only with dataOnly.
+func (p Peer) Fsync(ctx context.Context, share, path string, dataOnly bool) error {
+	req := wire.FsyncReq{Share: share, Path: path, DataOnly: dataOnly}
+	return p.callEmpty(ctx, wire.OpFsync, req.AppendTo(nil))
+}
+
+// callEmpty makes a request whose reply has an empty body.
 func (p Peer) callEmpty(ctx context.Context, op wire.Op, body []byte) error {
 	buf, err := p.S.Call(ctx, op, body)
 	buf.Release()
 	return err
+}
+
+// callEntry makes a request whose reply is one Entry.
+func (p Peer) callEntry(ctx context.Context, op wire.Op, body []byte) (wire.Entry, error) {
+	buf, err := p.S.Call(ctx, op, body)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	defer buf.Release()
+	var e wire.Entry
+	if err := e.Decode(buf.Payload()); err != nil {
+		return wire.Entry{}, fmt.Errorf("%v reply: %w", op, err)
+	}
+	return e, nil
 }
 
 // Get opens a GET stream of path from offset and returns the file's attributes as the owner

@@ -273,3 +273,68 @@ func (o *OutStream) Abort() {
 		o.x.send(wire.OpError, 0, (&wire.ErrorMsg{Code: wire.ECANCELED, Message: "sender aborted"}).AppendTo(nil))
 	}
 }
+
+// Subscription is an exchange the peer keeps feeding after its head reply (WATCH): frames of
+// any op arrive until either side ends it. One goroutine calls Next; Close may come from any.
+type Subscription struct {
+	x    *exchange
+	done atomic.Bool // the peer's final frame or ERROR was seen
+}
+
+// errSubscriptionClosed wakes a Next blocked while Close runs.
+var errSubscriptionClosed = errors.New("subscription closed")
+
+// Subscribe sends a request that the peer answers with a head reply of op carrying FlagMore
+// (its payload is discarded), then further frames for as long as the exchange lasts. ctx bounds
+// the wait for the head only; the subscription lasts until Close, the peer's final frame, or the
+// end of the session.
+func (s *Session) Subscribe(ctx context.Context, op wire.Op, body []byte) (*Subscription, error) {
+	x, err := s.request(ctx, op, body)
+	if err != nil {
+		return nil, err
+	}
+	f, err := x.reply(ctx)
+	if err != nil {
+		x.in.close()
+		return nil, err
+	}
+	sub := &Subscription{x: x}
+	if f.h.Flags&wire.FlagMore == 0 { // the peer ended it at once
+		sub.done.Store(true)
+		x.end()
+	}
+	f.buf.Release()
+	return sub, nil
+}
+
+// Next returns the next frame's payload buffer (the caller releases it) and op. A final frame
+// of the request's op ends the subscription: Next returns io.EOF from then on. An ERROR comes
+// back as *wire.RemoteError; a done ctx returns ctx.Err() and leaves the subscription open.
+func (sub *Subscription) Next(ctx context.Context) (*Buffer, wire.Op, error) {
+	if sub.done.Load() {
+		return nil, 0, io.EOF
+	}
+	f, err := sub.x.in.pop(ctx, sub.x)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case f.h.Op == wire.OpError:
+		sub.done.Store(true)
+		sub.x.end()
+		return nil, 0, errorFrame(f)
+	case f.h.Op == sub.x.op && f.h.Flags&wire.FlagMore == 0:
+		sub.done.Store(true)
+		sub.x.end()
+		f.buf.Release()
+		return nil, 0, io.EOF
+	}
+	return f.buf, f.h.Op, nil
+}
+
+// Close ends the subscription: the peer is sent CANCEL unless it already ended the exchange,
+// queued frames are dropped and a Next blocked on another goroutine returns.
+func (sub *Subscription) Close() {
+	sub.x.abandon()
+	sub.x.fail(errSubscriptionClosed)
+}

@@ -48,6 +48,17 @@ func (r *Request) ReplyMore(body []byte) error {
 	return r.x.send(r.Op, wire.FlagMore, body)
 }
 
+// Send sends one non-final response frame of another op than the request's on this exchange:
+// the EVENTS frames of a WATCH, which follow its head (ReplyMore) for as long as the opener
+// keeps the exchange open. The exchange stays open; end it with Reply or Fail, or let the
+// opener's CANCEL end it (Context is then done and Send returns an error).
+func (r *Request) Send(op wire.Op, body []byte) error {
+	if r.x.finished() {
+		return errAnswered
+	}
+	return r.x.send(op, 0, body)
+}
+
 // ReplyBuffer sends the final reply with its payload already in buf (from GetBuffer) and
 // releases buf: bulk replies (READ) are never copied.
 func (r *Request) ReplyBuffer(buf *Buffer) error {

@@ -457,3 +457,94 @@ func TestHeaderZeroAlloc(t *testing.T) {
 		t.Fatalf("%v allocations per header round trip and pooled buffer", allocs)
 	}
 }
+
+func TestSubscribe(t *testing.T) {
+	// WATCH: an empty head with FlagMore, then EVENTS frames until the opener cancels. STATFS
+	// stands in for a subscription the server ends itself, once normally and once with ERROR.
+	cancelled := make(chan error, 1)
+	h := handlerFunc(func(r *Request) {
+		if err := r.ReplyMore(nil); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range 3 {
+			if err := r.Send(wire.OpEvents, []byte{byte(i)}); err != nil {
+				t.Error(err)
+			}
+		}
+		switch r.Op {
+		case wire.OpWatch:
+			<-r.Context().Done()
+			cancelled <- r.Send(wire.OpEvents, []byte{9})
+		case wire.OpStatfs:
+			r.Reply(nil)
+		default:
+			r.Fail(wire.ENOENT, "gone")
+		}
+	})
+	a, _ := sessionPair(t, h)
+	ctx := context.Background()
+
+	next := func(sub *Subscription, want byte) {
+		t.Helper()
+		buf, op, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op != wire.OpEvents || !bytes.Equal(buf.Payload(), []byte{want}) {
+			t.Fatalf("frame %v %x, want EVENTS %x", op, buf.Payload(), want)
+		}
+		buf.Release()
+	}
+
+	sub, err := a.Subscribe(ctx, wire.OpWatch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range byte(3) {
+		next(sub, i)
+	}
+	// A Next blocked on another goroutine returns once Close runs.
+	blocked := make(chan error, 1)
+	go func() {
+		_, _, err := sub.Next(ctx)
+		blocked <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	sub.Close()
+	select {
+	case err := <-blocked:
+		if err == nil {
+			t.Fatal("Next after Close returned a frame")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next still blocked after Close")
+	}
+	select {
+	case err := <-cancelled:
+		if err == nil {
+			t.Fatal("Send after the opener's CANCEL succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("server never saw the cancel")
+	}
+
+	for op, want := range map[wire.Op]error{wire.OpStatfs: io.EOF, wire.OpListXattr: &wire.RemoteError{}} {
+		sub, err := a.Subscribe(ctx, op, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range byte(3) {
+			next(sub, i)
+		}
+		_, _, err = sub.Next(ctx)
+		var re *wire.RemoteError
+		if want == io.EOF && err != io.EOF || want != io.EOF && !(errors.As(err, &re) && re.Code == wire.ENOENT) {
+			t.Fatalf("%v: end of subscription %v, want %v", op, err, want)
+		}
+		if _, _, err := sub.Next(ctx); err == nil {
+			t.Fatalf("%v: Next after the end returned a frame", op)
+		}
+		sub.Close()
+	}
+}

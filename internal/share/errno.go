@@ -77,11 +77,18 @@ func Errno(err error) wire.Errno {
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
+		if code, ok := hostErrno(errno); ok {
+			return code
+		}
 		switch errno {
 		case syscall.ENOENT:
 			return wire.ENOENT
-		case syscall.EACCES, syscall.EPERM:
+		case syscall.EACCES:
 			return wire.EACCES
+		case syscall.EPERM:
+			// Not EACCES: a mount shows them differently ("Operation not permitted": a hard
+			// link to a directory, a user.* attribute on a symlink, a sticky directory).
+			return wire.EPERM
 		case syscall.ENOSPC:
 			return wire.ENOSPC
 		case syscall.EDQUOT:
@@ -106,6 +113,14 @@ func Errno(err error) wire.Errno {
 			return wire.EINVAL
 		case syscall.EFBIG:
 			return wire.EFBIG
+		case syscall.EBUSY:
+			return wire.EBUSY
+		case syscall.EAGAIN:
+			return wire.EAGAIN
+		case syscall.EMLINK:
+			return wire.EMLINK
+		case syscall.ENOSYS:
+			return wire.ENOSYS
 		}
 		return wire.EIO
 	}
@@ -136,6 +151,7 @@ func Errno(err error) wire.Errno {
 var descriptions = map[wire.Errno]string{
 	wire.ENOENT:           "no such file or directory",
 	wire.EACCES:           "permission denied",
+	wire.EPERM:            "operation not permitted",
 	wire.ENOSPC:           "no space left on the owner's device",
 	wire.EDQUOT:           "the owner's disk quota is exceeded",
 	wire.EROFS:            "read-only file system",
@@ -148,6 +164,12 @@ var descriptions = map[wire.Errno]string{
 	wire.EXDEV:            "cross-device link",
 	wire.EINVAL:           "invalid argument",
 	wire.EFBIG:            "file too large",
+	wire.EBUSY:            "device or resource busy",
+	wire.EAGAIN:           "temporarily unavailable: try again",
+	wire.EMLINK:           "too many links",
+	wire.ENOSYS:           "not implemented by the owner's system",
+	wire.ENODATA:          "no such attribute",
+	wire.EOPNOTSUPP:       "operation not supported",
 	wire.EIO:              "input/output error",
 	wire.ErrnoPathRefused: "path refused",
 }

@@ -45,8 +45,33 @@ var methods = []method{
 	{"Mkdir", func(s *Share, p string) error { return s.Mkdir(p, 0o777) }},
 	{"Symlink", func(s *Share, p string) error { return s.Symlink(p, "a.txt") }},
 	{"SetAttr", func(s *Share, p string) error {
-		return s.SetAttr(p, wire.SetMode|wire.SetMtime, 0o777, time.Now())
+		return setAttr(s, p, wire.SetMode|wire.SetMtime, 0o777, time.Now())
 	}},
+	// The mount's operations. A path in either place of a two-name operation is tried.
+	{"SetAttrSize", func(s *Share, p string) error {
+		_, err := s.SetAttr(wire.SetAttrReq{Path: p, Valid: wire.SetSize | wire.SetAtime, Size: 0, AtimeNs: 1})
+		return err
+	}},
+	{"ReadDirInline", func(s *Share, p string) error { _, err := s.ReadDirInline(p, wire.MaxInline); return err }},
+	{"Create", func(s *Share, p string) error { _, err := s.Create(p, 0o666, 0); return err }},
+	{"CreateExcl", func(s *Share, p string) error { _, err := s.Create(p, 0o666, wire.CreateExclusive); return err }},
+	{"CreateTrunc", func(s *Share, p string) error { _, err := s.Create(p, 0o666, wire.CreateTruncate); return err }},
+	{"Write", func(s *Share, p string) error { _, err := s.Write(p, 0, []byte("overwritten?")); return err }},
+	{"Unlink", func(s *Share, p string) error { return s.Unlink(p) }},
+	{"Rmdir", func(s *Share, p string) error { return s.Rmdir(p) }},
+	{"RenameFrom", func(s *Share, p string) error { return s.Rename(p, "renamed", 0) }},
+	{"RenameTo", func(s *Share, p string) error { return s.Rename("a.txt", p, 0) }},
+	{"RenameExchange", func(s *Share, p string) error { return s.Rename("a.txt", p, wire.RenameExchange) }},
+	{"RenameNoReplace", func(s *Share, p string) error { return s.Rename(p, "renamed", wire.RenameNoReplace) }},
+	{"LinkFrom", func(s *Share, p string) error { _, err := s.Link(p, "linked"); return err }},
+	{"LinkTo", func(s *Share, p string) error { _, err := s.Link("a.txt", p); return err }},
+	{"GetXattr", func(s *Share, p string) error { _, err := s.GetXattr(p, "user.test"); return err }},
+	{"ListXattr", func(s *Share, p string) error { _, err := s.ListXattr(p); return err }},
+	{"SetXattr", func(s *Share, p string) error { return s.SetXattr(p, "user.test", []byte("v"), 0) }},
+	{"RemoveXattr", func(s *Share, p string) error { return s.RemoveXattr(p, "user.test") }},
+	{"Fallocate", func(s *Share, p string) error { _, err := s.Fallocate(p, 0, 0, 4096); return err }},
+	{"Fsync", func(s *Share, p string) error { return s.Fsync(p, false) }},
+	{"Fdatasync", func(s *Share, p string) error { return s.Fsync(p, true) }},
 }
 
 // refusedVectors are paths every method must refuse with ErrnoPathRefused: invalid on the wire,
@@ -94,6 +119,17 @@ func TestEscapeVectorsRefused(t *testing.T) {
 	sameSnapshot(t, "share", shareBefore, snapshot(t, fx.shareDir))
 }
 
+func methodNamed(t *testing.T, name string) method {
+	t.Helper()
+	for _, m := range methods {
+		if m.name == name {
+			return m
+		}
+	}
+	t.Fatalf("no method %s in the table", name)
+	return method{}
+}
+
 func quoteShort(s string) string {
 	if len(s) > 40 {
 		return strings.TrimSuffix(quote(s[:40]), `"`) + `..."`
@@ -139,17 +175,64 @@ func TestLinksLeadingOutside(t *testing.T) {
 		{"loop/x", "Stat", wire.ELOOP},
 		{"loop/x", "CreatePart", wire.ELOOP},
 		{"loop/x", "Mkdir", wire.ELOOP},
+
+		// The mount's operations. Names are acted on as names (removed, renamed, linked, their
+		// own attributes); only opening a file follows a link, and that is refused outward.
+		{"out", "SetAttrSize", wire.EINVAL}, // a link has no content
+		{"out", "ReadDirInline", wire.ErrnoPathRefused},
+		{"out", "Create", wire.ErrnoPathRefused},
+		{"out", "CreateExcl", wire.EEXIST},
+		{"out", "CreateTrunc", wire.ErrnoPathRefused},
+		{"out", "Write", wire.ErrnoPathRefused},
+		{"out", "Unlink", ok},
+		{"out", "Rmdir", wire.ENOTDIR},
+		{"out", "RenameFrom", ok},
+		{"out", "RenameTo", ok}, // a.txt replaces the link
+		{"out", "RenameExchange", ok},
+		{"out", "RenameNoReplace", ok},
+		{"out", "LinkFrom", ok}, // a second name for the link itself
+		{"out", "LinkTo", wire.EEXIST},
+		{"out", "GetXattr", wire.ENODATA},
+		{"out", "ListXattr", ok},
+		{"out", "SetXattr", wire.EPERM},
+		{"out", "RemoveXattr", wire.EPERM},
+		{"out", "Fallocate", wire.ErrnoPathRefused},
+		{"out", "Fsync", wire.ErrnoPathRefused},
+		{"out/canary", "Fdatasync", wire.ErrnoPathRefused},
+		{"abs", "Unlink", ok},
+		{"abs", "Rmdir", wire.ENOTDIR},
+		{"abs", "Create", wire.ErrnoPathRefused},
+		{"abs", "RenameExchange", ok},
+		{"absfile", "Create", wire.ErrnoPathRefused},
+		{"absfile", "CreateTrunc", wire.ErrnoPathRefused},
+		{"absfile", "Write", wire.ErrnoPathRefused},
+		{"absfile", "Fallocate", wire.ErrnoPathRefused},
+		{"absfile", "Fsync", wire.ErrnoPathRefused},
+		{"absfile", "SetAttrSize", wire.EINVAL},
+		{"absfile", "GetXattr", wire.ENODATA},
+		{"absfile", "SetXattr", wire.EPERM},
+		{"absfile", "LinkFrom", ok},
+		{"dangling", "Create", ok}, // creates "missing", inside, as open(O_CREAT) would
+		{"dangling", "CreateExcl", wire.EEXIST},
+		{"dangling", "Write", wire.ENOENT},
+		{"dangling", "Unlink", ok},
+		{"dangling/x", "Unlink", wire.ENOENT},
+		{"dangling/x", "RenameTo", wire.ENOENT},
+		{"loop", "Create", wire.ELOOP},
+		{"loop", "Write", wire.ELOOP},
+		{"loop", "Unlink", ok},
+		{"loop/x", "Unlink", wire.ELOOP},
+		{"loop/x", "Rmdir", wire.ELOOP},
+		{"loop/x", "RenameFrom", wire.ELOOP},
+		{"loop/x", "LinkTo", wire.ELOOP},
+		{"loop/x", "GetXattr", wire.ELOOP},
+		{"loop/x", "Fsync", wire.ELOOP},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+"/"+tt.path, func(t *testing.T) {
 			fx := newFixture(t, false)
 			before := snapshot(t, fx.outside)
-			var m method
-			for _, c := range methods {
-				if c.name == tt.method {
-					m = c
-				}
-			}
+			m := methodNamed(t, tt.method)
 			wantCode(t, tt.method, m.call(fx.s, tt.path), tt.want)
 			sameSnapshot(t, "outside", before, snapshot(t, fx.outside))
 		})

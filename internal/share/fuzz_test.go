@@ -7,10 +7,11 @@ import (
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// FuzzSharePath drives Stat, OpenRead, CreatePart+RemovePart, Mkdir and Symlink with arbitrary
-// paths on a writable share whose sibling outside/ holds a canary. It fails if outside/ changes
-// in any way, or if a call succeeds on a path wire.CheckPath rejects. The Symlink call plants
-// links that lead outside, so later inputs can try to travel through them.
+// FuzzSharePath drives Stat, OpenRead, CreatePart+RemovePart, Mkdir, the mount's writes
+// (Create, Write, Fallocate, SetXattr, Link, Unlink) and Symlink with arbitrary paths on a
+// writable share whose sibling outside/ holds a canary. It fails if outside/ changes in any
+// way, or if a call succeeds on a path wire.CheckPath rejects. The Symlink call plants links
+// that lead outside, so later inputs can try to travel through them.
 func FuzzSharePath(f *testing.F) {
 	for _, v := range refusedVectors() {
 		f.Add(v)
@@ -49,6 +50,12 @@ func FuzzSharePath(f *testing.F) {
 				return nil
 			}},
 			{"Mkdir", func() error { return s.Mkdir(p, 0o755) }},
+			{"Create", func() error { _, err := s.Create(p, 0o644, wire.CreateTruncate); return err }},
+			{"Write", func() error { _, err := s.Write(p, 3, []byte("fuzz")); return err }},
+			{"Fallocate", func() error { _, err := s.Fallocate(p, 0, 0, 16); return err }},
+			{"SetXattr", func() error { return s.SetXattr(p, "user.fuzz", []byte("v"), 0) }},
+			{"Link", func() error { _, err := s.Link("sub/b.txt", p); return err }},
+			{"Unlink", func() error { return s.Unlink(p) }},
 			{"Symlink", func() error { return s.Symlink(p, "../outside") }},
 		}
 		for _, c := range calls {

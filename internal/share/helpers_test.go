@@ -194,3 +194,9 @@ func checkMessage(t testing.TB, what string, err error) {
 		t.Errorf("%s: Message reveals an absolute path: %q", what, msg)
 	}
 }
+
+// setAttr calls SetAttr with the fields a direct transfer sets and keeps only the error.
+func setAttr(s *Share, path string, valid, mode uint32, mtime time.Time) error {
+	_, err := s.SetAttr(wire.SetAttrReq{Path: path, Valid: valid, Mode: mode, MtimeNs: mtime.UnixNano()})
+	return err
+}

@@ -13,15 +13,21 @@ const (
 	utimeOmit         = 1<<30 - 2
 )
 
-// lutimesAt sets the mtime of name in the directory dir without following it if it is a symlink
-// (utimensat with AT_SYMLINK_NOFOLLOW), leaving the atime as it is. name must be a single
-// component.
-func lutimesAt(dir *os.File, name string, mtime time.Time) error {
+// lutimesAt sets the atime and mtime of name in the directory dir without following it if it
+// is a symlink (utimensat with AT_SYMLINK_NOFOLLOW); a zero time leaves that time as it is.
+// name must be a single component.
+func lutimesAt(dir *os.File, name string, atime, mtime time.Time) error {
 	p, err := syscall.BytePtrFromString(name)
 	if err != nil {
 		return err
 	}
-	ts := [2]syscall.Timespec{{Nsec: utimeOmit}, syscall.NsecToTimespec(mtime.UnixNano())}
+	ts := [2]syscall.Timespec{{Nsec: utimeOmit}, {Nsec: utimeOmit}}
+	if !atime.IsZero() {
+		ts[0] = syscall.NsecToTimespec(atime.UnixNano())
+	}
+	if !mtime.IsZero() {
+		ts[1] = syscall.NsecToTimespec(mtime.UnixNano())
+	}
 	rc, err := dir.SyscallConn()
 	if err != nil {
 		return err

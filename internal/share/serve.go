@@ -41,7 +41,7 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 			sv.stat(r, sh, &req)
 		}
 	case wire.OpReadDir:
-		var req wire.PathReq
+		var req wire.ReadDirReq
 		if sh := sv.decode(r, &req); sh != nil {
 			sv.readDir(r, sh, &req)
 		}
@@ -54,6 +54,33 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 		var req wire.GetReq
 		if sh := sv.decode(r, &req); sh != nil {
 			sv.get(r, sh, &req)
+		}
+	case wire.OpStatfs:
+		var req wire.ShareReq
+		if sh := sv.decode(r, &req); sh != nil {
+			st, err := sh.Statfs()
+			sv.replyMsg(r, &st, err)
+		}
+	case wire.OpGetXattr:
+		var req wire.XattrReq
+		if sh := sv.decode(r, &req); sh != nil {
+			v, err := sh.GetXattr(req.Path, req.Name)
+			if err != nil {
+				sv.fail(r, err)
+				return
+			}
+			r.Reply(v)
+		}
+	case wire.OpListXattr:
+		var req wire.PathReq
+		if sh := sv.decode(r, &req); sh != nil {
+			names, err := sh.ListXattr(req.Path)
+			sv.replyMsg(r, &wire.XattrNames{Names: names}, err)
+		}
+	case wire.OpWatch:
+		var req wire.ShareReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.watch(r, sh)
 		}
 	case wire.OpPut:
 		var req wire.PutReq
@@ -73,7 +100,60 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 	case wire.OpSetAttr:
 		var req wire.SetAttrReq
 		if sh := sv.decode(r, &req); sh != nil {
-			sv.reply(r, sh.SetAttr(req.Path, req.Valid, req.Mode, time.Unix(0, req.MtimeNs)))
+			e, err := sh.SetAttr(req)
+			sv.replyMsg(r, &e, err)
+		}
+	case wire.OpCreate:
+		var req wire.CreateReq
+		if sh := sv.decode(r, &req); sh != nil {
+			e, err := sh.Create(req.Path, req.Mode, req.Flags)
+			sv.replyMsg(r, &e, err)
+		}
+	case wire.OpWrite:
+		var req writeReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.write(r, sh, &req)
+		}
+	case wire.OpUnlink:
+		var req wire.PathReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.Unlink(req.Path))
+		}
+	case wire.OpRmdir:
+		var req wire.PathReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.Rmdir(req.Path))
+		}
+	case wire.OpRename:
+		var req wire.RenameReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.Rename(req.From, req.To, req.Flags))
+		}
+	case wire.OpLink:
+		var req wire.LinkReq
+		if sh := sv.decode(r, &req); sh != nil {
+			e, err := sh.Link(req.From, req.To)
+			sv.replyMsg(r, &e, err)
+		}
+	case wire.OpSetXattr:
+		var req wire.XattrReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.SetXattr(req.Path, req.Name, req.Value, req.Flags))
+		}
+	case wire.OpRemoveXattr:
+		var req wire.XattrReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.RemoveXattr(req.Path, req.Name))
+		}
+	case wire.OpFallocate:
+		var req wire.FallocateReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.fallocate(r, sh, &req)
+		}
+	case wire.OpFsync:
+		var req wire.FsyncReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.reply(r, sh.Fsync(req.Path, req.DataOnly))
 		}
 	default:
 		r.Fail(wire.ErrnoUnsupported, "request "+r.Op.String()+" is not supported by this peer")
@@ -81,6 +161,19 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 }
 
 type decodable interface{ Decode([]byte) error }
+
+// writeReq is a WRITE body: the head and the bytes after it, which alias the request payload
+// and so are valid only until ServeRequest returns.
+type writeReq struct {
+	wire.WriteReq
+	data []byte
+}
+
+func (m *writeReq) Decode(b []byte) error {
+	data, err := m.WriteReq.Decode(b)
+	m.data = data
+	return err
+}
 
 // decode parses the request body into m and resolves the share it names; on failure it has
 // already answered with ERROR and returns nil.
@@ -106,6 +199,8 @@ func shareOf(m decodable) string {
 	switch m := m.(type) {
 	case *wire.PathReq:
 		return m.Share
+	case *wire.ReadDirReq:
+		return m.Share
 	case *wire.ReadReq:
 		return m.Share
 	case *wire.GetReq:
@@ -117,6 +212,22 @@ func shareOf(m decodable) string {
 	case *wire.SymlinkReq:
 		return m.Share
 	case *wire.SetAttrReq:
+		return m.Share
+	case *wire.ShareReq:
+		return m.Share
+	case *wire.XattrReq:
+		return m.Share
+	case *wire.CreateReq:
+		return m.Share
+	case *writeReq:
+		return m.Share
+	case *wire.RenameReq:
+		return m.Share
+	case *wire.LinkReq:
+		return m.Share
+	case *wire.FallocateReq:
+		return m.Share
+	case *wire.FsyncReq:
 		return m.Share
 	}
 	return ""
@@ -134,6 +245,29 @@ func (sv *Server) reply(r *rpc.Request, err error) {
 	r.Reply(nil)
 }
 
+// replyMsg answers with m, or with the error.
+func (sv *Server) replyMsg(r *rpc.Request, m interface{ AppendTo([]byte) []byte }, err error) {
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	r.Reply(m.AppendTo(nil))
+}
+
+// write writes the bytes of a WRITE straight from the request payload. Offsets travel as
+// uint64; one of 2^63 or more becomes negative here and is refused (EINVAL) as pwrite(2) refuses
+// it, after the read-only check.
+func (sv *Server) write(r *rpc.Request, sh *Share, req *writeReq) {
+	e, err := sh.Write(req.Path, int64(req.Offset), req.data)
+	sv.replyMsg(r, &e, err)
+}
+
+// fallocate converts the range as write does.
+func (sv *Server) fallocate(r *rpc.Request, sh *Share, req *wire.FallocateReq) {
+	e, err := sh.Fallocate(req.Path, req.Mode, int64(req.Offset), int64(req.Length))
+	sv.replyMsg(r, &e, err)
+}
+
 func (sv *Server) stat(r *rpc.Request, sh *Share, req *wire.PathReq) {
 	e, err := sh.Stat(req.Path)
 	if err != nil {
@@ -143,8 +277,8 @@ func (sv *Server) stat(r *rpc.Request, sh *Share, req *wire.PathReq) {
 	r.Reply(e.AppendTo(nil))
 }
 
-func (sv *Server) readDir(r *rpc.Request, sh *Share, req *wire.PathReq) {
-	list, err := sh.ReadDir(req.Path)
+func (sv *Server) readDir(r *rpc.Request, sh *Share, req *wire.ReadDirReq) {
+	list, err := sh.ReadDirInline(req.Path, int(req.InlineMax))
 	if err != nil {
 		sv.fail(r, err)
 		return

@@ -26,12 +26,13 @@ import (
 const partSuffix = ".peerfs-part"
 
 // Share is one exported folder. It is safe for concurrent use: its fields never change after
-// Open and os.Root serialises nothing but its own reference count.
+// Open and os.Root serialises nothing but its own reference count; w guards its own state.
 type Share struct {
 	name     string
 	dir      string
 	readOnly bool
 	root     *os.Root
+	w        watchState // the peers' change subscriptions (watch.go)
 }
 
 // Open opens the folder dir for serving as the share name. dir must exist and be a directory.
@@ -72,6 +73,7 @@ func (s *Share) ReadOnly() bool { return s.readOnly }
 
 // Close releases the folder. Calls made after Close fail; files already handed out stay open.
 func (s *Share) Close() error {
+	s.w.close()
 	if err := s.root.Close(); err != nil {
 		return fmt.Errorf("share %s: close: %w", s.name, err)
 	}

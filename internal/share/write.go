@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"strings"
 	"syscall"
@@ -204,57 +205,106 @@ func (s *Share) Symlink(path, target string) error {
 	return nil
 }
 
-// SetAttr sets the permission bits (valid&wire.SetMode; set-id bits as fileMode allows) and the
-// modification time (valid&wire.SetMtime) of path. A symlink itself is acted on, never its
-// target: its mode is skipped (links have none of their own) and its mtime is set on the link
-// where the system allows, else skipped. Other names are resolved through os.Root.
-func (s *Share) SetAttr(path string, valid uint32, mode uint32, mtime time.Time) error {
+// SetAttr applies to req.Path the attributes req.Valid selects and returns the path's Entry
+// after the change (req.Share is not consulted: the caller chose this share). In order: the
+// size (wire.SetSize: truncate or extend a regular file opened through os.Root, a final symlink
+// followed only inside the share), the permission bits (wire.SetMode; set-id bits as fileMode
+// allows), then the access and modification times (wire.SetAtime, wire.SetMtime), last so that
+// the truncate does not overwrite a time set by the same request. A symlink itself is acted on,
+// never its target: its mode is skipped (links have none of their own), its times are set on
+// the link where the system allows, else skipped, and a size is refused (EINVAL). A size on a
+// directory is EISDIR, on another non-regular file EINVAL, and past what the owner can address
+// EFBIG.
+func (s *Share) SetAttr(req wire.SetAttrReq) (wire.Entry, error) {
 	const op = "setattr"
+	path, valid := req.Path, req.Valid
 	if err := s.checkWrite(op, path); err != nil {
-		return err
+		return wire.Entry{}, err
 	}
-	if valid&^(wire.SetMode|wire.SetMtime) != 0 {
-		return fail(op, path, errnoErr(fmt.Sprintf("unknown attribute bits %#x", valid), syscall.EINVAL))
+	if valid&^(wire.SetMode|wire.SetMtime|wire.SetAtime|wire.SetSize) != 0 {
+		return wire.Entry{}, fail(op, path, errnoErr(fmt.Sprintf("unknown attribute bits %#x", valid), syscall.EINVAL))
 	}
 	name := rootName(path)
 	fi, err := s.root.Lstat(name)
 	if err != nil {
-		return fail(op, path, err)
+		return wire.Entry{}, fail(op, path, err)
 	}
-	setMtime := valid&wire.SetMtime != 0 && !mtime.IsZero()
+	// A zero time.Time leaves that time as it is, for Root.Chtimes and lutimes alike; no
+	// int64 of nanoseconds is the zero time.Time (year 1), so every requested time is applied.
+	var atime, mtime time.Time
+	if valid&wire.SetAtime != 0 {
+		atime = time.Unix(0, req.AtimeNs)
+	}
+	if valid&wire.SetMtime != 0 {
+		mtime = time.Unix(0, req.MtimeNs)
+	}
+	setTimes := valid&(wire.SetAtime|wire.SetMtime) != 0
 	if fi.Mode().Type() == fs.ModeSymlink {
+		if valid&wire.SetSize != 0 {
+			return wire.Entry{}, fail(op, path, errnoErr("a symlink has no content to resize", syscall.EINVAL))
+		}
 		// Root.Chmod and Root.Chtimes would act on the link's target.
-		if setMtime {
-			if err := s.lutimes(path, mtime); err != nil {
-				return fail(op, path, err)
+		if setTimes {
+			if err := s.lutimes(path, atime, mtime); err != nil {
+				return wire.Entry{}, fail(op, path, err)
 			}
 		}
-		return nil
+		return s.lstat(op, path)
+	}
+	if valid&wire.SetSize != 0 {
+		if err := s.truncate(op, path, fi, req.Size); err != nil {
+			return wire.Entry{}, err
+		}
 	}
 	if valid&wire.SetMode != 0 {
-		if err := s.root.Chmod(name, fileMode(mode, fi.IsDir())); err != nil {
-			return fail(op, path, err)
+		if err := s.root.Chmod(name, fileMode(req.Mode, fi.IsDir())); err != nil {
+			return wire.Entry{}, fail(op, path, err)
 		}
 	}
-	if setMtime {
-		if err := s.root.Chtimes(name, time.Time{}, mtime); err != nil {
-			return fail(op, path, err)
+	if setTimes {
+		if err := s.root.Chtimes(name, atime, mtime); err != nil {
+			return wire.Entry{}, fail(op, path, err)
 		}
+	}
+	return s.lstat(op, path)
+}
+
+// truncate sets the length of the regular file path, which lstat described as fi.
+func (s *Share) truncate(op, path string, fi fs.FileInfo, size uint64) error {
+	switch {
+	case fi.IsDir():
+		return fail(op, path, errnoErr("a directory has no length to set", syscall.EISDIR))
+	case !fi.Mode().IsRegular():
+		return fail(op, path, errnoErr(fmt.Sprintf("not a regular file (%v)", fi.Mode().Type()), syscall.EINVAL))
+	case size > math.MaxInt64:
+		return fail(op, path, errnoErr("size beyond the largest file", syscall.EFBIG))
+	}
+	f, err := s.openRegular(op, path, rootName(path), os.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(int64(size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(op, path, err)
 	}
 	return nil
 }
 
-// lutimes sets the mtime of the symlink at path (not the root) on the link itself. The parent
-// directory is opened through os.Root and the link named relative to it by its base name alone,
-// which CheckPath guarantees is neither "." nor "..", so nothing outside the share is reached.
-// Where the system cannot set a link's times, it does nothing.
-func (s *Share) lutimes(path string, mtime time.Time) error {
+// lutimes sets the atime and mtime of the symlink at path (not the root) on the link itself; a
+// zero time is left as it is. The parent directory is opened through os.Root and the link named
+// relative to it by its base name alone, which CheckPath guarantees is neither "." nor "..", so
+// nothing outside the share is reached. Where the system cannot set a link's times, it does
+// nothing.
+func (s *Share) lutimes(path string, atime, mtime time.Time) error {
 	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	err = lutimesAt(d, baseName(path), mtime)
+	err = lutimesAt(d, baseName(path), atime, mtime)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}

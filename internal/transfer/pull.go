@@ -137,7 +137,7 @@ func (p *puller) walk(ctx context.Context, remoteDir, localDir string, st wire.E
 	}
 	p.c.dirs.Add(1)
 	*dirs = append(*dirs, dirAttr{localDir, st})
-	entries, err := p.peer.ReadDir(ctx, p.share, remoteDir)
+	entries, err := p.peer.ReadDir(ctx, p.share, remoteDir, 0)
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", remoteDir, err)
 	}

@@ -94,7 +94,7 @@ func (s *sender) tree(ctx context.Context, localDir, remoteDir string, fi fs.Fil
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
 		d := dirs[i]
-		err := s.peer.SetAttr(ctx, wire.SetAttrReq{
+		_, err := s.peer.SetAttr(ctx, wire.SetAttrReq{
 			Share: s.share, Path: d.remote, Valid: wire.SetMode | wire.SetMtime,
 			Mode: uint32(d.info.Mode().Perm()), MtimeNs: d.info.ModTime().UnixNano(),
 		})
@@ -113,7 +113,7 @@ func (s *sender) walk(ctx context.Context, localDir, remoteDir string, fi fs.Fil
 	s.c.dirs.Add(1)
 	*dirs = append(*dirs, sendJob{local: localDir, remote: remoteDir, info: fi})
 	have := map[string]wire.Entry{}
-	if list, err := s.peer.ReadDir(ctx, s.share, remoteDir); err == nil {
+	if list, err := s.peer.ReadDir(ctx, s.share, remoteDir, 0); err == nil {
 		for _, e := range list {
 			have[e.Name] = e
 		}

@@ -29,6 +29,8 @@ const (
 	ENOSYS       Errno = 38
 	ENOTEMPTY    Errno = 39
 	ELOOP        Errno = 40
+	ENODATA      Errno = 61 // no such extended attribute
+	EOPNOTSUPP   Errno = 95 // not supported here: an xattr namespace other than "user.", a fallocate mode
 	EDQUOT       Errno = 122
 	ECANCELED    Errno = 125
 
@@ -52,7 +54,8 @@ var errnoNames = map[Errno]string{
 	ENOMEM: "ENOMEM", EACCES: "EACCES", EBUSY: "EBUSY", EEXIST: "EEXIST", EXDEV: "EXDEV",
 	ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EINVAL: "EINVAL", EFBIG: "EFBIG", ENOSPC: "ENOSPC",
 	EROFS: "EROFS", EMLINK: "EMLINK", ENAMETOOLONG: "ENAMETOOLONG", ENOSYS: "ENOSYS",
-	ENOTEMPTY: "ENOTEMPTY", ELOOP: "ELOOP", EDQUOT: "EDQUOT", ECANCELED: "ECANCELED",
+	ENOTEMPTY: "ENOTEMPTY", ELOOP: "ELOOP", ENODATA: "ENODATA", EOPNOTSUPP: "EOPNOTSUPP",
+	EDQUOT: "EDQUOT", ECANCELED: "ECANCELED",
 	ErrnoPathRefused: "PATH_REFUSED", ErrnoNoShare: "NO_SHARE", ErrnoHashMismatch: "HASH_MISMATCH",
 	ErrnoChanged: "CHANGED", ErrnoProtocol: "PROTOCOL", ErrnoUnsupported: "UNSUPPORTED",
 }

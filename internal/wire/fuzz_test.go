@@ -14,8 +14,9 @@ import (
 )
 
 // bodyType returns a zero message of the type a frame with header h carries, or nil when the
-// body has no type to decode: raw bytes (PING, PONG, DATA, a READ reply) or empty (CANCEL, a
-// SHARES request, the replies to MKDIR, SYMLINK and SETATTR).
+// body has no message type: raw bytes (PING, PONG, DATA, a READ or GETXATTR reply, a WRITE
+// request, which checkBody splits itself) or empty (CANCEL, a SHARES request, the replies to
+// MKDIR, SYMLINK, WATCH, UNLINK, RMDIR, RENAME, SETXATTR, REMOVEXATTR and FSYNC).
 func bodyType(h Header) message {
 	reply := h.Flags&FlagResponse != 0
 	switch h.Op {
@@ -27,6 +28,8 @@ func bodyType(h Header) message {
 		return &Credit{}
 	case OpEnd:
 		return &StreamEnd{}
+	case OpEvents:
+		return &Events{}
 	case OpShares:
 		if reply {
 			return &Shares{}
@@ -40,7 +43,7 @@ func bodyType(h Header) message {
 		if reply {
 			return &Entries{}
 		}
-		return &PathReq{}
+		return &ReadDirReq{}
 	case OpRead:
 		if !reply {
 			return &ReadReq{}
@@ -50,6 +53,24 @@ func bodyType(h Header) message {
 			return &Entry{}
 		}
 		return &GetReq{}
+	case OpStatfs:
+		if reply {
+			return &Statfs{}
+		}
+		return &ShareReq{}
+	case OpGetXattr:
+		if !reply {
+			return &XattrReq{}
+		}
+	case OpListXattr:
+		if reply {
+			return &XattrNames{}
+		}
+		return &PathReq{}
+	case OpWatch:
+		if !reply {
+			return &ShareReq{}
+		}
 	case OpPut:
 		if reply {
 			return &PutResp{}
@@ -64,8 +85,44 @@ func bodyType(h Header) message {
 			return &SymlinkReq{}
 		}
 	case OpSetAttr:
+		if reply {
+			return &Entry{}
+		}
+		return &SetAttrReq{}
+	case OpCreate:
+		if reply {
+			return &Entry{}
+		}
+		return &CreateReq{}
+	case OpWrite:
+		if reply {
+			return &Entry{}
+		}
+	case OpUnlink, OpRmdir:
 		if !reply {
-			return &SetAttrReq{}
+			return &PathReq{}
+		}
+	case OpRename:
+		if !reply {
+			return &RenameReq{}
+		}
+	case OpLink:
+		if reply {
+			return &Entry{}
+		}
+		return &LinkReq{}
+	case OpSetXattr, OpRemoveXattr:
+		if !reply {
+			return &XattrReq{}
+		}
+	case OpFallocate:
+		if reply {
+			return &Entry{}
+		}
+		return &FallocateReq{}
+	case OpFsync:
+		if !reply {
+			return &FsyncReq{}
 		}
 	}
 	return nil
@@ -82,9 +139,11 @@ func bodyType(h Header) message {
 //     silently dropped. A body that fails must fail with ErrMalformed or ErrPathRefused.
 //   - Lists are never sized past what the payload can hold, decoded or not.
 //
-// Raw bodies (PING, PONG, a READ reply) have nothing to decode; DATA is split by DataOffset and
-// rebuilt with PutDataOffset, which is canonical by construction (a fixed 8-byte offset, then
-// the bytes as they are). Empty bodies are not decoded by wire; see docs/PROTOCOL.md.
+// Raw bodies (PING, PONG, a READ or GETXATTR reply) have nothing to decode; DATA is split by
+// DataOffset and rebuilt with PutDataOffset, which is canonical by construction (a fixed 8-byte
+// offset, then the bytes as they are); a WRITE request is split by WriteReq.Decode into its
+// head and raw bytes and must be rebuilt from them. Empty bodies are not decoded by wire; see
+// docs/PROTOCOL.md.
 func FuzzFrame(f *testing.F) {
 	// The seeds are the files in testdata/fuzz/FuzzFrame (see TestFuzzSeedCorpus).
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -128,6 +187,23 @@ func checkBody(t *testing.T, h Header, body []byte) {
 		}
 		return
 	}
+	if h.Op == OpWrite && h.Flags&FlagResponse == 0 {
+		var m WriteReq
+		data, err := m.Decode(body)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrPathRefused) {
+				t.Fatalf("%v: WriteReq.Decode(%x): unclassified error %v", h, body, err)
+			}
+			return
+		}
+		if len(data) > MaxChunk {
+			t.Fatalf("%v: WriteReq.Decode accepted %d bytes of data", h, len(data))
+		}
+		if again := append(m.AppendTo(nil), data...); !bytes.Equal(again, body) {
+			t.Fatalf("%v: WriteReq.Decode accepts a non-canonical body:\n  in  %x\n  out %x", h, body, again)
+		}
+		return
+	}
 	m := bodyType(h)
 	if m == nil {
 		return
@@ -154,6 +230,10 @@ func checkListCap(t *testing.T, h Header, m message, body []byte) {
 		n, most = cap(m.List), len(body)/emptyEntryLen
 	case *Shares:
 		n, most = cap(m.List), len(body)/4
+	case *XattrNames:
+		n, most = cap(m.Names), len(body)/3
+	case *Events:
+		n, most = cap(m.List), len(body)/3
 	default:
 		return
 	}
@@ -222,6 +302,12 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		}
 		if m := bodyType(h); m != nil {
 			if err := m.Decode(got[HeaderLen:]); err != nil {
+				t.Errorf("seed %s does not decode: %v", name, err)
+				continue
+			}
+		}
+		if h.Op == OpWrite && h.Flags&FlagResponse == 0 {
+			if _, err := new(WriteReq).Decode(got[HeaderLen:]); err != nil {
 				t.Errorf("seed %s does not decode: %v", name, err)
 				continue
 			}

@@ -54,20 +54,25 @@ func (m *SymlinkReq) Decode(b []byte) error {
 	return d.done("SYMLINK")
 }
 
-// SetAttrReq is the body of SETATTR. Valid says which fields apply.
+// SetAttrReq is the body of SETATTR. Valid says which fields apply. The reply is the Entry
+// after the change.
 type SetAttrReq struct {
 	Share   string
 	Path    string
 	Valid   uint32
 	Mode    uint32 // permission bits
 	MtimeNs int64
+	AtimeNs int64
+	Size    uint64 // truncate or extend to this length
 }
 
 // SetAttrReq.Valid bits.
 const (
 	SetMode  uint32 = 1 << 0
 	SetMtime uint32 = 1 << 1
-	setKnown        = SetMode | SetMtime
+	SetAtime uint32 = 1 << 2
+	SetSize  uint32 = 1 << 3
+	setKnown        = SetMode | SetMtime | SetAtime | SetSize
 )
 
 func (m *SetAttrReq) AppendTo(b []byte) []byte {
@@ -77,6 +82,8 @@ func (m *SetAttrReq) AppendTo(b []byte) []byte {
 	e.u32(m.Valid)
 	e.u32(m.Mode)
 	e.i64(m.MtimeNs)
+	e.i64(m.AtimeNs)
+	e.u64(m.Size)
 	return e.b
 }
 
@@ -87,6 +94,8 @@ func (m *SetAttrReq) Decode(b []byte) error {
 	m.Valid = d.u32("valid")
 	m.Mode = d.u32("mode")
 	m.MtimeNs = d.i64("mtime")
+	m.AtimeNs = d.i64("atime")
+	m.Size = d.u64("size")
 	if d.err == nil && m.Valid&^setKnown != 0 {
 		return fmt.Errorf("%w: unknown SETATTR bits %#x", ErrMalformed, m.Valid)
 	}

@@ -29,6 +29,11 @@ type Entry struct {
 	UID     uint32
 	GID     uint32
 	Target  string // symlink target, verbatim; empty for other types
+	// Data is the whole content of a small regular file, inlined in READDIR replies when the
+	// request asked for it (ReadDirReq.InlineMax), so opening it costs no round trip. Empty
+	// otherwise; HasData tells an inlined empty file from no data.
+	Data    []byte
+	HasData bool
 }
 
 func (m *Entry) IsDir() bool     { return m.Mode&ModeTypeMask == ModeDir }
@@ -48,6 +53,12 @@ func (m *Entry) AppendTo(b []byte) []byte {
 	e.u32(m.UID)
 	e.u32(m.GID)
 	e.str(m.Target)
+	if m.HasData {
+		e.u8(1)
+		e.bytes(m.Data)
+	} else {
+		e.u8(0)
+	}
 	return e.b
 }
 
@@ -63,6 +74,14 @@ func (m *Entry) decode(d *decoder) {
 	m.UID = d.u32("uid")
 	m.GID = d.u32("gid")
 	m.Target = d.str("target", MaxPathLen)
+	switch d.u8("inline flag") {
+	case 0:
+	case 1:
+		m.HasData = true
+		m.Data = d.bytes("inline data", MaxInline)
+	default:
+		d.fail("inline flag")
+	}
 	if d.err == nil && m.Name != "" {
 		if err := CheckPath(m.Name); err != nil || len(m.Name) != len(firstComponent(m.Name)) {
 			d.fail("entry name")
@@ -85,7 +104,7 @@ func (m *Entry) Decode(b []byte) error {
 	return d.done("entry")
 }
 
-// PathReq is the body of STAT and READDIR: a path inside a share.
+// PathReq is the body of STAT, UNLINK, RMDIR and LISTXATTR: a path inside a share.
 type PathReq struct {
 	Share string
 	Path  string
@@ -105,15 +124,45 @@ func (m *PathReq) Decode(b []byte) error {
 	return d.done("path request")
 }
 
+// ReadDirReq is the body of READDIR: a directory, and the size up to which regular files'
+// contents are inlined in the reply (0: none; at most MaxInline).
+type ReadDirReq struct {
+	Share     string
+	Path      string
+	InlineMax uint32
+}
+
+func (m *ReadDirReq) AppendTo(b []byte) []byte {
+	e := encoder{b}
+	e.str(m.Share)
+	e.str(m.Path)
+	e.u32(m.InlineMax)
+	return e.b
+}
+
+func (m *ReadDirReq) Decode(b []byte) error {
+	d := decoder{b: b}
+	m.Share = d.share()
+	m.Path = d.path("path")
+	m.InlineMax = d.u32("inline max")
+	if d.err == nil && m.InlineMax > MaxInline {
+		return fmt.Errorf("%w: READDIR inline limit %d above %d", ErrMalformed, m.InlineMax, MaxInline)
+	}
+	return d.done("READDIR")
+}
+
 // Entries is the body of one READDIR response frame: a batch of entries. A directory larger
 // than one frame is answered by several frames, all but the last with FlagMore.
 type Entries struct{ List []Entry }
 
-// minEntryLen is the encoded size of an Entry with empty strings.
-const minEntryLen = 2 + 4 + 8 + 8*3 + 8 + 4*3 + 2
+// minEntryLen is the encoded size of an Entry with empty strings and no inline data.
+const minEntryLen = 2 + 4 + 8 + 8*3 + 8 + 4*3 + 2 + 1
+
+// MaxInline is the largest file content a READDIR reply may inline per entry (64 KiB).
+const MaxInline = 64 << 10
 
 // MaxEntryLen bounds the encoded size of one Entry, so senders can cut batches below MaxFrameLen.
-const MaxEntryLen = 2 + MaxNameLen + 4 + 8*6 + 4*3 + 2 + MaxPathLen
+const MaxEntryLen = 2 + MaxNameLen + 4 + 8*5 + 4*3 + 2 + MaxPathLen + 1 + 4 + MaxInline
 
 func (m *Entries) AppendTo(b []byte) []byte {
 	e := encoder{b}

@@ -66,9 +66,9 @@ func TestDecodeRefusesBadShareNames(t *testing.T) {
 }
 
 // shareBodies returns one body of every type that names a share, each naming share; all but
-// the last (Shares) also carry path.
+// the last two (ShareReq, Shares) also carry path.
 func shareBodies(share, path string) []message {
-	return append(pathBodies(share, path), &Shares{List: []ShareInfo{{Name: "good"}, {Name: share}}})
+	return append(pathBodies(share, path), &ShareReq{Share: share}, &Shares{List: []ShareInfo{{Name: "good"}, {Name: share}}})
 }
 
 // pathBodies returns one body of every request type that carries a path.
@@ -81,7 +81,32 @@ func pathBodies(share, path string) []message {
 		&MkdirReq{Share: share, Path: path},
 		&SymlinkReq{Share: share, Path: path, Target: "t"},
 		&SetAttrReq{Share: share, Path: path},
+		&ReadDirReq{Share: share, Path: path},
+		&CreateReq{Share: share, Path: path},
+		&RenameReq{Share: share, From: path, To: "to"},
+		&RenameReq{Share: share, From: "from", To: path},
+		&LinkReq{Share: share, From: path, To: "to"},
+		&LinkReq{Share: share, From: "from", To: path},
+		&XattrReq{Share: share, Path: path, Name: "user.x"},
+		&FallocateReq{Share: share, Path: path, Length: 1},
+		&FsyncReq{Share: share, Path: path},
+		&writeMsg{WriteReq{Share: share, Path: path}, []byte("data")},
 	}
+}
+
+// writeMsg adapts a WRITE body (head and raw bytes) to message, for the tables that judge every
+// request type alike.
+type writeMsg struct {
+	head WriteReq
+	data []byte
+}
+
+func (m *writeMsg) AppendTo(b []byte) []byte { return append(m.head.AppendTo(b), m.data...) }
+
+func (m *writeMsg) Decode(b []byte) error {
+	data, err := m.head.Decode(b)
+	m.data = data
+	return err
 }
 
 var badPaths = []string{
@@ -134,6 +159,15 @@ func TestDecodeRefusesOverlongStrings(t *testing.T) {
 		{"symlink target", &SymlinkReq{Share: "s", Path: "l", Target: long(MaxPathLen + 1)}},
 		{"share name", &PathReq{Share: long(MaxShareNameLen + 1), Path: "a"}},
 		{"path", &PathReq{Share: "s", Path: long(MaxPathLen + 1)}},
+		{"xattr name", &XattrReq{Share: "s", Path: "a", Name: "user." + long(MaxXattrName-len("user.")+1)}},
+		{"xattr value", &XattrReq{Share: "s", Path: "a", Name: "user.x", Value: []byte(long(MaxXattrValue + 1))}},
+		{"xattr list name", &XattrNames{Names: []string{"user.a", long(MaxXattrName + 1)}}},
+		{"inline data", &Entry{Name: "f", HasData: true, Data: []byte(long(MaxInline + 1))}},
+		{"entries inline data", &Entries{List: []Entry{inlineEntry("f", long(MaxInline+1))}}},
+		{"event path", &Events{List: []Event{{Kind: EventRemoved, Path: long(MaxPathLen + 1)}}}},
+		{"event entry target", &Events{List: []Event{{Kind: EventChanged, Path: "l", Entry: linkEntry("", long(MaxPathLen+1))}}}},
+		{"write path", &writeMsg{WriteReq{Share: "s", Path: long(MaxPathLen + 1)}, nil}},
+		{"write data", &writeMsg{WriteReq{Share: "s", Path: "f"}, make([]byte, MaxChunk+1)}},
 	}
 	for _, tc := range cases {
 		if err := fresh(tc.m).Decode(tc.m.AppendTo(nil)); !errors.Is(err, ErrMalformed) {
@@ -162,7 +196,7 @@ func TestDecodeRefusesBadFlagsAndFields(t *testing.T) {
 		{"PUT unknown flag", &PutReq{Share: "s", Path: "f", Flags: 1 << 1}},
 		{"PUT high flag", &PutReq{Share: "s", Path: "f", Flags: PutResume | 1<<31}},
 		{"PUT to the share root", &PutReq{Share: "s", Path: ""}},
-		{"SETATTR unknown bit", &SetAttrReq{Share: "s", Path: "f", Valid: 1 << 2}},
+		{"SETATTR unknown bit", &SetAttrReq{Share: "s", Path: "f", Valid: 1 << 4}},
 		{"SETATTR high bit", &SetAttrReq{Share: "s", Path: "f", Valid: SetMode | 1<<31}},
 		{"MKDIR of the share root", &MkdirReq{Share: "s", Path: "", Mode: 0o755}},
 		{"SYMLINK at the share root", &SymlinkReq{Share: "s", Path: "", Target: "x"}},
@@ -176,6 +210,27 @@ func TestDecodeRefusesBadFlagsAndFields(t *testing.T) {
 		{"entry name with NUL", &Entry{Name: "a\x00"}},
 		{"entries with a bad name", &Entries{List: []Entry{fileEntry("good"), fileEntry("../bad")}}},
 		{"GET window below MinWindow", &GetReq{Share: "s", Path: "f", Window: MinWindow - 1}},
+		{"READDIR inline above MaxInline", &ReadDirReq{Share: "s", Path: "", InlineMax: MaxInline + 1}},
+		{"READDIR inline 4 GiB", &ReadDirReq{Share: "s", Path: "", InlineMax: 0xFFFFFFFF}},
+		{"CREATE unknown flag", &CreateReq{Share: "s", Path: "f", Flags: 1 << 2}},
+		{"CREATE high flag", &CreateReq{Share: "s", Path: "f", Flags: CreateExclusive | 1<<31}},
+		{"CREATE at the share root", &CreateReq{Share: "s", Path: ""}},
+		{"WRITE to the share root", &writeMsg{WriteReq{Share: "s", Path: ""}, []byte("x")}},
+		{"RENAME with both flags", &RenameReq{Share: "s", From: "a", To: "b", Flags: RenameNoReplace | RenameExchange}},
+		{"RENAME unknown flag", &RenameReq{Share: "s", From: "a", To: "b", Flags: 1 << 2}},
+		{"RENAME of the share root", &RenameReq{Share: "s", From: "", To: "b"}},
+		{"RENAME onto the share root", &RenameReq{Share: "s", From: "a", To: ""}},
+		{"LINK from the share root", &LinkReq{Share: "s", From: "", To: "b"}},
+		{"LINK onto the share root", &LinkReq{Share: "s", From: "a", To: ""}},
+		{"XATTR empty name", &XattrReq{Share: "s", Path: "f", Name: ""}},
+		{"XATTR create and replace", &XattrReq{Share: "s", Path: "f", Name: "user.x", Flags: XattrCreate | XattrReplace}},
+		{"XATTR high flag", &XattrReq{Share: "s", Path: "f", Name: "user.x", Flags: 1 << 31}},
+		{"LISTXATTR reply with an empty name", &XattrNames{Names: []string{"user.a", ""}}},
+		{"LISTXATTR reply of one empty name", &XattrNames{Names: []string{""}}},
+		{"event of unknown kind", &Events{List: []Event{{Kind: 9, Path: "a"}}}},
+		{"event of kind 0", &Events{List: []Event{{Kind: 0, Path: "a"}}}},
+		{"event with a bad path", &Events{List: []Event{{Kind: EventRemoved, Path: "../a"}}}},
+		{"event entry with a bad name", &Events{List: []Event{{Kind: EventChanged, Path: "a", Entry: fileEntry("x/y")}}}},
 	}
 	for _, tc := range cases {
 		if err := fresh(tc.m).Decode(tc.m.AppendTo(nil)); err == nil {
@@ -190,6 +245,15 @@ func TestDecodeRefusesBadFlagsAndFields(t *testing.T) {
 		&SetAttrReq{Share: "s", Path: "", Valid: 0},
 		&GetReq{Share: "s", Path: "", Window: MinWindow},
 		&Entry{Name: "...", Mode: 0xFFFFFFFF},
+		&ReadDirReq{Share: "s", Path: "", InlineMax: MaxInline},
+		&RenameReq{Share: "s", From: "a", To: "a"},
+		&RenameReq{Share: "s", From: "a", To: "b", Flags: RenameExchange},
+		&XattrReq{Share: "s", Path: "", Name: "x"}, // namespaces are the owner's to judge
+		&FallocateReq{Share: "s", Path: "", Mode: 0xFFFFFFFF, Offset: 1<<64 - 1, Length: 1<<64 - 1},
+		&writeMsg{WriteReq{Share: "s", Path: "f", Offset: 1<<64 - 1}, make([]byte, MaxChunk)},
+		&writeMsg{WriteReq{Share: "s", Path: "f"}, nil},
+		&Entry{Name: "n", HasData: true, Data: make([]byte, MaxInline)},
+		&Events{List: []Event{{Kind: EventRemoved, Path: ""}}},
 	}
 	for _, m := range ok {
 		if err := fresh(m).Decode(m.AppendTo(nil)); err != nil {
@@ -222,6 +286,7 @@ func TestFixedLengthBodies(t *testing.T) {
 		{&Credit{}, CreditLen},
 		{&StreamEnd{}, StreamEndLen},
 		{&PutResp{}, PutRespLen},
+		{&Statfs{}, StatfsLen},
 	}
 	for _, tc := range cases {
 		if n := len(tc.m.AppendTo(nil)); n != tc.want {
@@ -233,7 +298,7 @@ func TestFixedLengthBodies(t *testing.T) {
 			}
 		}
 	}
-	if StreamEndLen != 40 || PutRespLen != 12 || CreditLen != 4 || PingLen != 8 || DataHeaderLen != 8 || HeaderLen != 12 {
+	if StreamEndLen != 40 || PutRespLen != 12 || CreditLen != 4 || PingLen != 8 || DataHeaderLen != 8 || HeaderLen != 12 || StatfsLen != 52 {
 		t.Error("a fixed length changed: that is a protocol change")
 	}
 }
@@ -262,7 +327,7 @@ func TestDataOffset(t *testing.T) {
 	}
 }
 
-// READDIR entries may be as small as 60 bytes (a one-byte name, no target) and Shares items 4.
+// READDIR entries may be as small as 61 bytes (a one-byte name, no target) and Shares items 4.
 func TestEntriesShortNames(t *testing.T) {
 	for _, names := range [][]string{{"a"}, {"a", "b", "c"}, {"go", "x.c", "abcd"}} {
 		var m Entries
@@ -287,12 +352,24 @@ func TestEntriesShortNames(t *testing.T) {
 var emptyEntryLen = len((&Entry{}).AppendTo(nil))
 
 func TestEntryLengthBounds(t *testing.T) {
-	if emptyEntryLen != 60 {
-		t.Errorf("an empty Entry is %d bytes, want 60", emptyEntryLen)
+	if emptyEntryLen != 61 {
+		t.Errorf("an empty Entry is %d bytes, want 61", emptyEntryLen)
 	}
+	if minEntryLen != emptyEntryLen {
+		t.Errorf("minEntryLen is %d, an empty Entry %d bytes: the READDIR count guard is off", minEntryLen, emptyEntryLen)
+	}
+	if n := len((&Entry{HasData: true}).AppendTo(nil)); n != emptyEntryLen+4 {
+		t.Errorf("an empty Entry with an empty inlined file is %d bytes, want %d", n, emptyEntryLen+4)
+	}
+	// The bound is exact: every field at its longest. Decoders do not judge that a symlink
+	// carries no data, so the longest encodable Entry has both.
 	e := linkEntry(strings.Repeat("l", MaxNameLen), strings.Repeat("t", MaxPathLen))
-	if n := len(e.AppendTo(nil)); n > MaxEntryLen {
-		t.Errorf("the largest Entry is %d bytes, over MaxEntryLen %d", n, MaxEntryLen)
+	e.HasData, e.Data = true, make([]byte, MaxInline)
+	if n := len(e.AppendTo(nil)); n != MaxEntryLen {
+		t.Errorf("the largest Entry is %d bytes, MaxEntryLen %d", n, MaxEntryLen)
+	}
+	if err := new(Entry).Decode(e.AppendTo(nil)); err != nil {
+		t.Errorf("the largest Entry does not decode: %v", err)
 	}
 	if MaxEntryLen >= MaxFrameLen-4 {
 		t.Errorf("MaxEntryLen %d leaves no room for a batch in a frame", MaxEntryLen)
@@ -313,6 +390,8 @@ func TestListCountsDoNotAllocate(t *testing.T) {
 		{"entries 65536 in 4 bytes", &Entries{}, binary.BigEndian.AppendUint32(nil, 1<<16)},
 		{"entries 65536 in one entry", &Entries{}, (&Entries{List: []Entry{fileEntry("name")}}).AppendTo(nil)},
 		{"shares 65535 in 2 bytes", &Shares{}, binary.BigEndian.AppendUint16(nil, 0xFFFF)},
+		{"xattr names 65535 in 2 bytes", &XattrNames{}, binary.BigEndian.AppendUint16(nil, 0xFFFF)},
+		{"events 2^32-1 in 4 bytes", &Events{}, binary.BigEndian.AppendUint32(nil, 0xFFFFFFFF)},
 	}
 	binary.BigEndian.PutUint32(cases[1].body, 1<<16)
 	for _, tc := range cases {
@@ -384,5 +463,89 @@ func TestNegotiateVersion(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("ours %d-%d, theirs %d-%d: %d, %v; want %d", tc.ours.MinVersion, tc.ours.MaxVersion, tc.theirs.MinVersion, tc.theirs.MaxVersion, got, err, tc.want)
 		}
+	}
+}
+
+// WRITE's data is not copied: Decode returns a view of the frame after the head, so the owner
+// writes straight from the receive buffer.
+func TestWriteReq(t *testing.T) {
+	head := WriteReq{Share: "inbox", Path: "dir/f", Offset: 1<<40 + 7}
+	body := writeBody(head, "payload")
+	var m WriteReq
+	data, err := m.Decode(body)
+	if err != nil || m != head || string(data) != "payload" {
+		t.Fatalf("Decode = %+v, %q, %v", m, data, err)
+	}
+	if &data[0] != &body[len(head.AppendTo(nil))] {
+		t.Error("WriteReq.Decode copied the data; it must return a view of the body")
+	}
+	if data, err := m.Decode(head.AppendTo(nil)); err != nil || len(data) != 0 {
+		t.Errorf("WRITE of no bytes = %q, %v; a zero-length write is valid", data, err)
+	}
+	full := writeBody(head, strings.Repeat("x", MaxChunk))
+	if len(full) > MaxFrameLen {
+		t.Errorf("a WRITE of MaxChunk with the longest head is %d bytes, over MaxFrameLen", len(full))
+	}
+	if _, err := m.Decode(append(full, 'x')); !errors.Is(err, ErrMalformed) {
+		t.Errorf("WRITE of MaxChunk+1 bytes: %v, want ErrMalformed", err)
+	}
+	longest := WriteReq{Share: strings.Repeat("s", MaxShareNameLen), Path: strings.Repeat("a/", MaxPathLen/2-1) + "ab"}
+	if n := len(writeBody(longest, strings.Repeat("x", MaxChunk))); n > MaxFrameLen {
+		t.Errorf("the longest WRITE is %d bytes, over MaxFrameLen %d", n, MaxFrameLen)
+	}
+	for n := 0; n < len(head.AppendTo(nil)); n++ {
+		if _, err := new(WriteReq).Decode(body[:n]); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("WRITE head cut to %d bytes: %v, want ErrMalformed", n, err)
+		}
+	}
+}
+
+// Inline data travels only with HasData: Data alone is never sent, and an inlined empty file
+// is told apart from an entry without data.
+func TestEntryInlineData(t *testing.T) {
+	plain := fileEntry("a")
+	plain.Data = []byte("not sent")
+	var got Entry
+	if err := got.Decode(plain.AppendTo(nil)); err != nil || got.HasData || got.Data != nil {
+		t.Errorf("Entry with Data but no HasData decoded as HasData %v Data %q, %v", got.HasData, got.Data, err)
+	}
+	empty := inlineEntry("e", "")
+	got = Entry{}
+	if err := got.Decode(empty.AppendTo(nil)); err != nil || !got.HasData || len(got.Data) != 0 {
+		t.Errorf("inlined empty file decoded as HasData %v Data %q, %v", got.HasData, got.Data, err)
+	}
+	// The flag byte has two values; anything else is malformed rather than read as "yes".
+	f := fileEntry("f")
+	b := f.AppendTo(nil)
+	for _, flag := range []byte{2, 0x80, 0xFF} {
+		b[len(b)-1] = flag
+		if err := new(Entry).Decode(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("inline flag 0x%02X: %v, want ErrMalformed", flag, err)
+		}
+	}
+}
+
+// FSYNC's flags byte has one defined bit, like SHARES items'.
+func TestFsyncRefusesUnknownFlags(t *testing.T) {
+	b := (&FsyncReq{Share: "s", Path: "f", DataOnly: true}).AppendTo(nil)
+	for _, flags := range []byte{0x02, 0x03, 0x80, 0xFF} {
+		b[len(b)-1] = flags
+		if err := new(FsyncReq).Decode(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("FSYNC with flags 0x%02X: %v, want ErrMalformed", flags, err)
+		}
+	}
+}
+
+// Fields of one message that are not part of the encoding never survive a round trip: the
+// entry of an event that is not EventChanged is not sent.
+func TestEventsEntryOnlyWhenChanged(t *testing.T) {
+	m := Events{List: []Event{{Kind: EventRemoved, Path: "a", Entry: fileEntry("x")}, {Kind: EventRescan, Path: "d", Entry: fileEntry("y")}}}
+	b := m.AppendTo(nil)
+	if want := 4 + 2*(1+2+1); len(b) != want {
+		t.Errorf("two events without entries encode to %d bytes, want %d", len(b), want)
+	}
+	var got Events
+	if err := got.Decode(b); err != nil || !reflect.DeepEqual(got.List[0].Entry, Entry{}) || !reflect.DeepEqual(got.List[1].Entry, Entry{}) {
+		t.Errorf("decoded %+v, %v", got, err)
 	}
 }

@@ -24,19 +24,38 @@ const (
 
 // Requests about a share's namespace and contents (owner side serves them).
 const (
-	OpShares  Op = 0x10 // list the shares this peer may use
-	OpStat    Op = 0x11 // attributes of one path
-	OpReadDir Op = 0x12 // entries of a directory with their attributes
-	OpRead    Op = 0x13 // one range of a file
-	OpGet     Op = 0x14 // a file as a push stream with credit, ending in its hash
+	OpShares    Op = 0x10 // list the shares this peer may use
+	OpStat      Op = 0x11 // attributes of one path
+	OpReadDir   Op = 0x12 // entries of a directory with their attributes
+	OpRead      Op = 0x13 // one range of a file
+	OpGet       Op = 0x14 // a file as a push stream with credit, ending in its hash
+	OpStatfs    Op = 0x15 // capacity and free space of the filesystem holding a share
+	OpGetXattr  Op = 0x16 // one extended attribute's value
+	OpListXattr Op = 0x17 // the names of a file's extended attributes
+	OpWatch     Op = 0x18 // subscribe to a share's changes: EVENTS frames until CANCEL
+)
+
+// Exchange frame of a WATCH subscription.
+const (
+	OpEvents Op = 0x0D // a batch of change events, sent by the owner inside a WATCH exchange
 )
 
 // Requests that change a share.
 const (
-	OpPut     Op = 0x20 // upload a file as a stream; committed after its hash matches
-	OpMkdir   Op = 0x21
-	OpSymlink Op = 0x22
-	OpSetAttr Op = 0x23 // mode and mtime
+	OpPut         Op = 0x20 // upload a file as a stream; committed after its hash matches
+	OpMkdir       Op = 0x21
+	OpSymlink     Op = 0x22
+	OpSetAttr     Op = 0x23 // mode, times, size
+	OpCreate      Op = 0x24 // create (or open) a regular file
+	OpWrite       Op = 0x25 // write bytes at an offset
+	OpUnlink      Op = 0x26
+	OpRmdir       Op = 0x27
+	OpRename      Op = 0x28 // with RENAME_NOREPLACE and RENAME_EXCHANGE
+	OpLink        Op = 0x29 // hard link
+	OpSetXattr    Op = 0x2A
+	OpRemoveXattr Op = 0x2B
+	OpFallocate   Op = 0x2C
+	OpFsync       Op = 0x2D
 )
 
 var opNames = map[Op]string{
@@ -44,6 +63,10 @@ var opNames = map[Op]string{
 	OpCancel: "CANCEL", OpCredit: "CREDIT", OpError: "ERROR", OpData: "DATA", OpEnd: "END",
 	OpShares: "SHARES", OpStat: "STAT", OpReadDir: "READDIR", OpRead: "READ", OpGet: "GET",
 	OpPut: "PUT", OpMkdir: "MKDIR", OpSymlink: "SYMLINK", OpSetAttr: "SETATTR",
+	OpStatfs: "STATFS", OpGetXattr: "GETXATTR", OpListXattr: "LISTXATTR", OpWatch: "WATCH",
+	OpEvents: "EVENTS", OpCreate: "CREATE", OpWrite: "WRITE", OpUnlink: "UNLINK", OpRmdir: "RMDIR",
+	OpRename: "RENAME", OpLink: "LINK", OpSetXattr: "SETXATTR", OpRemoveXattr: "REMOVEXATTR",
+	OpFallocate: "FALLOCATE", OpFsync: "FSYNC",
 }
 
 // Ops lists every opcode this version defines, in numeric order.

@@ -43,10 +43,37 @@ func TestOps(t *testing.T) {
 }
 
 func TestOpIsRequest(t *testing.T) {
-	requests := []Op{OpShares, OpStat, OpReadDir, OpRead, OpGet, OpPut, OpMkdir, OpSymlink, OpSetAttr}
+	requests := []Op{
+		OpShares, OpStat, OpReadDir, OpRead, OpGet, OpStatfs, OpGetXattr, OpListXattr, OpWatch,
+		OpPut, OpMkdir, OpSymlink, OpSetAttr, OpCreate, OpWrite, OpUnlink, OpRmdir, OpRename, OpLink,
+		OpSetXattr, OpRemoveXattr, OpFallocate, OpFsync,
+	}
 	for _, op := range Ops() {
 		if got, want := op.IsRequest(), slices.Contains(requests, op); got != want {
 			t.Errorf("%v.IsRequest() = %v, want %v", op, got, want)
 		}
+	}
+}
+
+// The opcode ranges of docs/PROTOCOL.md: 0x01-0x0F link and exchange control (EVENTS among
+// them: it travels inside a WATCH exchange), 0x10-0x1F requests that read a share, 0x20-0x2F
+// requests that change it.
+func TestOpRanges(t *testing.T) {
+	for _, op := range Ops() {
+		switch {
+		case op >= 0x01 && op <= 0x0F:
+			if op.IsRequest() {
+				t.Errorf("%v (0x%02X) is in the control range but IsRequest", op, uint8(op))
+			}
+		case op >= 0x10 && op <= 0x2F:
+			if !op.IsRequest() {
+				t.Errorf("%v (0x%02X) is in the request range but not IsRequest", op, uint8(op))
+			}
+		default:
+			t.Errorf("%v has opcode 0x%02X, outside every assigned range", op, uint8(op))
+		}
+	}
+	if OpEvents.IsRequest() {
+		t.Error("EVENTS opens no exchange: it is a frame of a WATCH exchange")
 	}
 }

@@ -53,6 +53,16 @@ func linkEntry(name, target string) Entry {
 	return e
 }
 
+// inlineEntry is a regular file whose content travels in the Entry (READDIR with InlineMax).
+func inlineEntry(name, data string) Entry {
+	e := fileEntry(name)
+	e.Size, e.HasData = uint64(len(data)), true
+	if data != "" {
+		e.Data = []byte(data)
+	}
+	return e
+}
+
 // samples holds at least one valid body of every message type, and of every op with a body.
 var samples = []sample{
 	{"hello", OpHello, 0, &Hello{MinVersion: VersionMin, MaxVersion: VersionMax, MaxFrameLen: MaxFrameLen, Name: "laptop"}},
@@ -70,13 +80,20 @@ var samples = []sample{
 	{"stat-root", OpStat, 0, &PathReq{Share: "p", Path: ""}},
 	{"stat-reply", OpStat, FlagResponse, &Entry{Mode: ModeRegular | 0o600, Size: 42, MtimeNs: -1, Ino: 7, Nlink: 1}},
 	{"stat-reply-symlink", OpStat, FlagResponse, &Entry{Mode: ModeSymlink | 0o777, Size: 6, Target: "../out"}},
-	{"readdir", OpReadDir, 0, &PathReq{Share: "projects", Path: "src"}},
+	{"readdir", OpReadDir, 0, &ReadDirReq{Share: "projects", Path: "src"}},
+	{"readdir-inline", OpReadDir, 0, &ReadDirReq{Share: "projects", Path: "", InlineMax: MaxInline}},
 	{"readdir-reply", OpReadDir, FlagResponse, &Entries{List: []Entry{
 		dirEntry(".git"), fileEntry("README.md"), fileEntry("a"), linkEntry("latest", "builds/2024-06-01"), fileEntry("main.go"),
 	}}},
 	{"readdir-reply-empty", OpReadDir, FlagResponse, &Entries{List: []Entry{}}},
 	{"readdir-reply-longest", OpReadDir, FlagResponse, &Entries{List: []Entry{
 		linkEntry(strings.Repeat("l", MaxNameLen), strings.Repeat("t", MaxPathLen)),
+	}}},
+	{"readdir-reply-inline", OpReadDir, FlagResponse, &Entries{List: []Entry{
+		dirEntry("cmd"), inlineEntry("empty", ""), inlineEntry("go.mod", "module example.com/x\n\ngo 1.26\n"), fileEntry("large.bin"),
+	}}},
+	{"readdir-reply-inline-max", OpReadDir, FlagResponse, &Entries{List: []Entry{
+		inlineEntry(strings.Repeat("i", MaxNameLen), strings.Repeat("d", MaxInline)),
 	}}},
 	{"read", OpRead, 0, &ReadReq{Share: "projects", Path: "data/big.bin", Offset: 1 << 40, Length: MaxChunk}},
 	{"get", OpGet, 0, &GetReq{Share: "projects", Path: "data/big.bin", Offset: 0, Window: 16 << 20}},
@@ -90,6 +107,51 @@ var samples = []sample{
 	{"symlink-absolute-target", OpSymlink, 0, &SymlinkReq{Share: "inbox", Path: "etc", Target: "/etc"}},
 	{"setattr", OpSetAttr, 0, &SetAttrReq{Share: "inbox", Path: "photos", Valid: SetMode | SetMtime, Mode: 0o750, MtimeNs: 1_650_000_000_000_000_000}},
 	{"setattr-mode", OpSetAttr, 0, &SetAttrReq{Share: "inbox", Path: "a.txt", Valid: SetMode, Mode: 0o600}},
+	{"setattr-size", OpSetAttr, 0, &SetAttrReq{Share: "inbox", Path: "db/wal", Valid: SetSize, Size: 1 << 33}},
+	{"setattr-times", OpSetAttr, 0, &SetAttrReq{Share: "inbox", Path: "a.txt", Valid: SetAtime | SetMtime,
+		MtimeNs: 1_650_000_000_000_000_001, AtimeNs: -1_000_000_000}},
+	{"setattr-reply", OpSetAttr, FlagResponse, &Entry{Mode: ModeRegular | 0o600, Size: 1 << 33, MtimeNs: 1_650_000_000_000_000_001, Ino: 99, Nlink: 1}},
+
+	{"statfs", OpStatfs, 0, &ShareReq{Share: "projects"}},
+	{"statfs-reply", OpStatfs, FlagResponse, &Statfs{Bsize: 4096, Blocks: 244_190_646, Bfree: 100_000_000, Bavail: 87_000_000,
+		Files: 61_054_976, Ffree: 60_000_000, NameLen: 255}},
+	{"getxattr", OpGetXattr, 0, &XattrReq{Share: "projects", Path: "README.md", Name: "user.xdg.origin.url"}},
+	{"listxattr", OpListXattr, 0, &PathReq{Share: "projects", Path: "README.md"}},
+	{"listxattr-reply", OpListXattr, FlagResponse, &XattrNames{Names: []string{"user.a", "user.xdg.origin.url"}}},
+	{"listxattr-reply-empty", OpListXattr, FlagResponse, &XattrNames{Names: []string{}}},
+	{"watch", OpWatch, 0, &ShareReq{Share: "projects"}},
+	{"events", OpEvents, FlagResponse, &Events{List: []Event{
+		{Kind: EventChanged, Path: "src/main.go", Entry: fileEntry("")},
+		{Kind: EventChanged, Path: "src/small.txt", Entry: inlineEntry("", "tiny")},
+		{Kind: EventRemoved, Path: "src/old.go"},
+		{Kind: EventRescan, Path: "build"},
+		{Kind: EventChanged, Path: "", Entry: dirEntry("")},
+	}}},
+	{"events-empty", OpEvents, FlagResponse, &Events{List: []Event{}}},
+
+	{"create", OpCreate, 0, &CreateReq{Share: "inbox", Path: "notes/todo.txt", Mode: 0o644}},
+	{"create-exclusive", OpCreate, 0, &CreateReq{Share: "inbox", Path: ".todo.txt.swp", Mode: 0o600, Flags: CreateExclusive}},
+	{"create-truncate", OpCreate, 0, &CreateReq{Share: "inbox", Path: "out.log", Mode: 0o640, Flags: CreateTruncate}},
+	{"create-reply", OpCreate, FlagResponse, &Entry{Mode: ModeRegular | 0o644, MtimeNs: 1_700_000_000_000_000_000, Ino: 12, Nlink: 1, UID: 1000, GID: 1000}},
+	{"write-reply", OpWrite, FlagResponse, &Entry{Mode: ModeRegular | 0o644, Size: 1<<20 + 4096, MtimeNs: 1_700_000_000_000_000_000, Ino: 12, Nlink: 1}},
+	{"unlink", OpUnlink, 0, &PathReq{Share: "inbox", Path: "notes/todo.txt"}},
+	{"rmdir", OpRmdir, 0, &PathReq{Share: "inbox", Path: "notes"}},
+	{"rename", OpRename, 0, &RenameReq{Share: "inbox", From: "notes/.todo.txt.swp", To: "notes/todo.txt"}},
+	{"rename-noreplace", OpRename, 0, &RenameReq{Share: "inbox", From: "a", To: "dir/b", Flags: RenameNoReplace}},
+	{"rename-exchange", OpRename, 0, &RenameReq{Share: "inbox", From: "current", To: "next", Flags: RenameExchange}},
+	{"link", OpLink, 0, &LinkReq{Share: "inbox", From: "photos/img_0001.jpg", To: "album/cover.jpg"}},
+	{"link-reply", OpLink, FlagResponse, &Entry{Mode: ModeRegular | 0o644, Size: 3 << 20, Ino: 77, Nlink: 2}},
+	{"setxattr", OpSetXattr, 0, &XattrReq{Share: "inbox", Path: "a.txt", Name: "user.comment", Value: []byte("\x00binary\xff value"), Flags: XattrCreate}},
+	{"setxattr-replace-empty", OpSetXattr, 0, &XattrReq{Share: "inbox", Path: "", Name: "user.e", Flags: XattrReplace}},
+	{"setxattr-longest", OpSetXattr, 0, &XattrReq{Share: "inbox", Path: "a.txt",
+		Name: "user." + strings.Repeat("n", MaxXattrName-len("user.")), Value: []byte(strings.Repeat("v", MaxXattrValue))}},
+	{"removexattr", OpRemoveXattr, 0, &XattrReq{Share: "inbox", Path: "a.txt", Name: "user.comment"}},
+	{"fallocate", OpFallocate, 0, &FallocateReq{Share: "inbox", Path: "vm/disk.img", Mode: 0, Offset: 0, Length: 10 << 30}},
+	{"fallocate-punch", OpFallocate, 0, &FallocateReq{Share: "inbox", Path: "vm/disk.img", Mode: 0x03, Offset: 1 << 20, Length: 1 << 20}},
+	{"fallocate-reply", OpFallocate, FlagResponse, &Entry{Mode: ModeRegular | 0o600, Size: 10 << 30, Ino: 5, Nlink: 1}},
+	{"fsync", OpFsync, 0, &FsyncReq{Share: "inbox", Path: "db/main.sqlite"}},
+	{"fsync-data", OpFsync, 0, &FsyncReq{Share: "inbox", Path: "db/main.sqlite-wal", DataOnly: true}},
+	{"fsync-root", OpFsync, 0, &FsyncReq{Share: "inbox", Path: ""}},
 }
 
 // rawFrame is a seed whose body has no message type: fixed raw bytes or empty.
@@ -113,10 +175,23 @@ var rawFrames = []rawFrame{
 	{"read-reply", Header{Op: OpRead, Flags: FlagResponse, Tag: 2}, []byte("hello, world\n")},
 	{"mkdir-reply", Header{Op: OpMkdir, Flags: FlagResponse, Tag: 3}, nil},
 	{"symlink-reply", Header{Op: OpSymlink, Flags: FlagResponse, Tag: 3}, nil},
-	{"setattr-reply", Header{Op: OpSetAttr, Flags: FlagResponse, Tag: 4}, nil},
 	{"readdir-reply-more", Header{Op: OpReadDir, Flags: FlagResponse | FlagMore, Tag: 8},
 		(&Entries{List: []Entry{fileEntry("part-one")}}).AppendTo(nil)},
+	{"getxattr-reply", Header{Op: OpGetXattr, Flags: FlagResponse, Tag: 2}, []byte("https://example.com/\x00raw")},
+	{"getxattr-reply-empty", Header{Op: OpGetXattr, Flags: FlagResponse, Tag: 2}, nil},
+	{"watch-reply", Header{Op: OpWatch, Flags: FlagResponse, Tag: 10}, nil},
+	{"write", Header{Op: OpWrite, Tag: 11}, writeBody(WriteReq{Share: "inbox", Path: "notes/todo.txt", Offset: 1 << 20}, "- buy milk\n")},
+	{"write-empty", Header{Op: OpWrite, Tag: 11}, writeBody(WriteReq{Share: "inbox", Path: "a", Offset: 0}, "")},
+	{"unlink-reply", Header{Op: OpUnlink, Flags: FlagResponse, Tag: 12}, nil},
+	{"rmdir-reply", Header{Op: OpRmdir, Flags: FlagResponse, Tag: 12}, nil},
+	{"rename-reply", Header{Op: OpRename, Flags: FlagResponse, Tag: 12}, nil},
+	{"setxattr-reply", Header{Op: OpSetXattr, Flags: FlagResponse, Tag: 12}, nil},
+	{"removexattr-reply", Header{Op: OpRemoveXattr, Flags: FlagResponse, Tag: 12}, nil},
+	{"fsync-reply", Header{Op: OpFsync, Flags: FlagResponse, Tag: 12}, nil},
 }
+
+// writeBody is a WRITE request body: the head, then the raw bytes.
+func writeBody(m WriteReq, data string) []byte { return append(m.AppendTo(nil), data...) }
 
 // frame builds header + body.
 func frame(h Header, body []byte) []byte {

@@ -1,0 +1,144 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Fetch flow: a read that misses asks for the missing chunk-aligned pieces (at most one wire
+// chunk each) plus readahead; each piece is one READ to the owner, many in flight (bounded by
+// fetchSlots), deduplicated across readers; the reply is written into the cache file and the
+// reader waits only for the pieces it needs.
+
+// fetchSlots bounds the READs one mount keeps in flight (rpc allows 64 per link; the rest is
+// left for metadata and writes).
+const fetchSlots = 32
+
+var errShrank = errors.New("file changed on the owner during the read")
+
+type flightKey struct {
+	cf  *cache.File
+	off int64
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+type fetcher struct {
+	mu      sync.Mutex
+	flights map[flightKey]*flight
+	slots   chan struct{}
+	bufs    sync.Pool // *[]byte of wire.MaxChunk
+	bg      context.Context
+	stop    context.CancelFunc
+}
+
+func (r *Root) fetcher() *fetcher {
+	r.fetchOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.fetch_ = &fetcher{flights: map[flightKey]*flight{}, slots: make(chan struct{}, fetchSlots), bg: ctx, stop: cancel}
+		r.fetch_.bufs.New = func() any { b := make([]byte, wire.MaxChunk); return &b }
+	})
+	return r.fetch_
+}
+
+func (r *Root) key(p string) cache.Key {
+	return cache.Key{Peer: r.opts.Peer, Share: r.opts.Share, Path: p}
+}
+
+// pieces cuts ranges into fetch pieces of at most one wire chunk, aligned to cache chunks.
+func pieces(ranges []cache.Range) []cache.Range {
+	var out []cache.Range
+	for _, rg := range ranges {
+		for off := rg.Off; off < rg.Off+rg.Len; {
+			n := min(int64(wire.MaxChunk)-(off%int64(wire.MaxChunk)), rg.Off+rg.Len-off)
+			out = append(out, cache.Range{Off: off, Len: n})
+			off += n
+		}
+	}
+	return out
+}
+
+// fetch makes [off, end) of cf present, waiting for it, and starts fetching [end, ahead)
+// without waiting.
+func (r *Root) fetch(ctx context.Context, p string, cf *cache.File, off, end, ahead int64) error {
+	f := r.fetcher()
+	var wait []*flight
+	for _, pc := range pieces(cf.Missing(off, end-off)) {
+		wait = append(wait, r.start(f, p, cf, pc))
+	}
+	if ahead > end {
+		r.prefetch(p, cf, end, ahead)
+	}
+	for _, fl := range wait {
+		select {
+		case <-fl.done:
+			if fl.err != nil {
+				return fl.err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// prefetch starts fetching [off, end) of cf in the background.
+func (r *Root) prefetch(p string, cf *cache.File, off, end int64) {
+	f := r.fetcher()
+	for _, pc := range pieces(cf.Missing(off, end-off)) {
+		r.start(f, p, cf, pc)
+	}
+}
+
+// start returns the flight fetching pc, starting it unless one is already under way.
+func (r *Root) start(f *fetcher, p string, cf *cache.File, pc cache.Range) *flight {
+	k := flightKey{cf, pc.Off}
+	f.mu.Lock()
+	if fl := f.flights[k]; fl != nil {
+		f.mu.Unlock()
+		return fl
+	}
+	fl := &flight{done: make(chan struct{})}
+	f.flights[k] = fl
+	f.mu.Unlock()
+	go func() {
+		fl.err = r.fetchPiece(f, p, cf, pc)
+		f.mu.Lock()
+		delete(f.flights, k)
+		f.mu.Unlock()
+		close(fl.done)
+	}()
+	return fl
+}
+
+func (r *Root) fetchPiece(f *fetcher, p string, cf *cache.File, pc cache.Range) error {
+	select {
+	case f.slots <- struct{}{}:
+	case <-f.bg.Done():
+		return f.bg.Err()
+	}
+	defer func() { <-f.slots }()
+	bp := f.bufs.Get().(*[]byte)
+	defer f.bufs.Put(bp)
+	buf := (*bp)[:pc.Len]
+	r.stats.roundTrips.Add(1)
+	got, err := r.owner.Read(f.bg, p, pc.Off, buf)
+	r.stats.fetch.Add(int64(got))
+	if err != nil {
+		return err
+	}
+	if _, err := cf.WriteAt(buf[:got], pc.Off); err != nil {
+		return err
+	}
+	if int64(got) < pc.Len {
+		return errShrank
+	}
+	return nil
+}

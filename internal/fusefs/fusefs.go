@@ -1,0 +1,163 @@
+// Package fusefs presents a peer's share as a local folder through FUSE (go-fuse v2). It
+// speaks the kernel's words: Root holds mount-wide state, Node is an inode (embeds fs.Inode),
+// Handle is an open file. It never sees a frame: metadata comes from the tree replica and the
+// Owner interface, file contents from the chunk cache (filled by fetch.go), and writes go
+// through writeback.
+//
+// Read flow: kernel -> Handle.Read -> cache hit: fd-backed reply (spliced from the cache
+// file), or passthrough once the file is fully cached -> miss: fetch the missing chunks with
+// many READs in flight plus readahead, write them to the cache, reply.
+// Write flow: kernel -> Handle.Write -> writeback extents -> Flush/Fsync/Release or 32 MiB
+// dirty -> sorted, pipelined WRITEs -> owner.
+package fusefs
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/stats"
+	"github.com/peerfs/peerfs/internal/tree"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Owner is what the mount needs from the peer that owns the share: share-relative paths,
+// errors carrying the owner's errno (*wire.RemoteError), and a bounded wait when the link is
+// down (then an error the mount turns into EIO).
+type Owner interface {
+	Stat(ctx context.Context, path string) (wire.Entry, error)
+	ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error)
+	Read(ctx context.Context, path string, off int64, dst []byte) (int, error)
+	Write(ctx context.Context, path string, off int64, data []byte) (wire.Entry, error)
+	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
+	Mkdir(ctx context.Context, path string, mode uint32) error
+	Symlink(ctx context.Context, path, target string) error
+	Link(ctx context.Context, from, to string) (wire.Entry, error)
+	Unlink(ctx context.Context, path string) error
+	Rmdir(ctx context.Context, path string) error
+	Rename(ctx context.Context, from, to string, flags uint32) error
+	SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Entry, error)
+	Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error)
+	Fsync(ctx context.Context, path string, dataOnly bool) error
+	Statfs(ctx context.Context) (wire.Statfs, error)
+	GetXattr(ctx context.Context, path, name string) ([]byte, error)
+	ListXattr(ctx context.Context, path string) ([]string, error)
+	SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error
+	RemoveXattr(ctx context.Context, path, name string) error
+}
+
+// Tuning defaults.
+const (
+	// DefaultBlksize is the st_blksize and statfs block size reported: cp, rsync and friends
+	// size their buffers from it (seed 000). 1 MiB matches the FUSE request size.
+	DefaultBlksize = 1 << 20
+	// DefaultInline is the size up to which files' contents come inline in directory listings
+	// (seed 004), so opening small files costs no round trip.
+	DefaultInline = 4 << 10
+	// dirtyLimit is how much unsent data one file may hold before a write flushes it.
+	dirtyLimit = 32 << 20
+	// readahead is how far past a sequential reader the fetcher requests chunks.
+	readahead = 16 << 20
+)
+
+// Options configure a mount.
+type Options struct {
+	Peer, Share string
+	Owner       Owner
+	Cache       *cache.Store
+	Blksize     int    // 0: DefaultBlksize
+	Inline      uint32 // 0: DefaultInline
+	// Events says the owner pushes change events (WATCH): kernel caches can then be kept for
+	// long and invalidated explicitly; without events, metadata is trusted for one second.
+	Events      bool
+	Passthrough bool // serve fully cached files by FUSE passthrough when the kernel allows
+	UID, GID    uint32
+	Logger      *slog.Logger
+	Stats       *stats.Set
+}
+
+// Root is mount-wide state; every Node reaches it through root().
+type Root struct {
+	Node
+	opts    Options
+	owner   Owner
+	replica *tree.Replica
+	cache   *cache.Store
+	log     *slog.Logger
+	stats   *opStats
+	server  *fuse.Server
+
+	fetchOnce sync.Once
+	fetch_    *fetcher
+	// gen is bumped whenever the owner's namespace is rescanned, so stale kernel entries
+	// cannot alias new files.
+	gen atomic.Uint64
+}
+
+// New builds the root of a mount; Mount serves it.
+func New(opts Options) *Root {
+	if opts.Blksize == 0 {
+		opts.Blksize = DefaultBlksize
+	}
+	if opts.Inline == 0 {
+		opts.Inline = DefaultInline
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Stats == nil {
+		opts.Stats = stats.NewSet()
+	}
+	r := &Root{opts: opts, owner: opts.Owner, replica: tree.New(), cache: opts.Cache, log: opts.Logger}
+	if !opts.Events {
+		r.replica.TTL = time.Second
+	}
+	r.stats = newOpStats(opts.Stats)
+	r.Node.root = r
+	return r
+}
+
+// Mount mounts the root at dir and returns the running server. It shows in /proc/mounts as
+// fuse.peerfs with source PEER:SHARE.
+func (r *Root) Mount(dir string) (*fuse.Server, error) {
+	timeout := time.Second
+	if r.opts.Events {
+		timeout = time.Hour // invalidation is explicit
+	}
+	neg := timeout
+	opts := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:        r.opts.Peer + ":" + r.opts.Share,
+			Name:          "peerfs",
+			MaxWrite:      wire.MaxChunk,
+			MaxReadAhead:  wire.MaxChunk,
+			MaxBackground: 64,
+			DisableXAttrs: false,
+			// The kernel keeps locks locally (flock, fcntl), as sshfs does.
+			EnableLocks:              false,
+			EnableSymlinkCaching:     r.opts.Events,
+			ExplicitDataCacheControl: true,
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &neg,
+		UID:             r.opts.UID,
+		GID:             r.opts.GID,
+		Logger:          nil,
+	}
+	srv, err := fs.Mount(dir, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.server = srv
+	return srv, nil
+}
+
+// Stats returns the per-operation counters of this mount.
+func (r *Root) Stats() stats.Report { return r.opts.Stats.Report() }

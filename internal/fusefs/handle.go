@@ -1,0 +1,300 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Handle is an open file. Reads come from the inline content of a small file or from the
+// chunk cache; writes go to the node's writeback extents.
+type Handle struct {
+	n        *Node
+	writable bool
+	inline   []byte // whole content, when the listing carried it and the file is not written
+
+	mu       sync.Mutex // guards cf and lastEnd
+	cf       *cache.File
+	released bool
+	lastEnd  int64 // end of the previous read: sequential readers get readahead
+}
+
+// passHandle is a Handle of a fully cached, clean file served by FUSE passthrough: the kernel
+// reads the cache file directly and never calls Read.
+type passHandle struct {
+	*Handle
+	fd int
+}
+
+var _ = (fs.FilePassthroughFder)((*passHandle)(nil))
+
+func (p *passHandle) PassthroughFd() (int, bool) { return p.fd, true }
+
+var _ = (fs.NodeOpener)((*Node)(nil))
+
+func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.root.stats.open.Add(0)
+	e, err := n.entry(ctx)
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		n.wb.Truncate(0)
+		n.root.stats.roundTrips.Add(1)
+		if e, err = n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize}); err != nil {
+			return nil, 0, toErrno(err)
+		}
+		n.root.replica.Put(n.path(), e)
+		n.mu.Lock()
+		n.localSize = 0
+		n.mu.Unlock()
+		n.root.invalidateContent(n, n.path())
+	}
+	return n.openHandle(ctx, flags, &e)
+}
+
+// openHandle builds the handle for an open of the file described by e.
+func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
+	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1}
+	if h.writable {
+		n.mu.Lock()
+		n.writers++
+		if n.localSize < 0 {
+			n.localSize = int64(e.Size)
+		}
+		n.mu.Unlock()
+		return h, 0, 0
+	}
+	n.mu.Lock()
+	pending := n.writers > 0 || n.wb.Dirty() > 0
+	n.mu.Unlock()
+	if e.HasData && !pending {
+		h.inline = e.Data
+		n.root.stats.hits.Add(1)
+		return h, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	cf, err := n.root.cache.Get(n.root.key(n.path()), version(e))
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	h.cf = cf
+	// A fully cached, clean file: the kernel reads the cache file itself (seed 003).
+	if n.root.opts.Passthrough && !pending && cf.Complete() {
+		n.root.stats.passthrough.Add(1)
+		return &passHandle{Handle: h, fd: int(cf.OSFile().Fd())}, 0, 0
+	}
+	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func version(e *wire.Entry) cache.Version {
+	return cache.Version{Size: int64(e.Size), MtimeNs: e.MtimeNs, Ino: e.Ino}
+}
+
+var _ = (fs.FileReader)((*Handle)(nil))
+
+// Read serves from the inline content or the cache, fetching missing chunks first. Data this
+// mount wrote and has not sent yet is flushed first, so a reader always sees its own writes.
+func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n := h.n
+	n.root.stats.read.Add(int64(len(dest)))
+	if h.inline != nil {
+		if off >= int64(len(h.inline)) {
+			return fuse.ReadResultData(nil), 0
+		}
+		return fuse.ReadResultData(h.inline[off:min(off+int64(len(dest)), int64(len(h.inline)))]), 0
+	}
+	if n.wb.Dirty() > 0 {
+		if errno := n.flush(ctx); errno != 0 {
+			return nil, errno
+		}
+	}
+	cf, errno := h.cacheFile(ctx)
+	if errno != 0 {
+		return nil, errno
+	}
+	size := cf.Version().Size
+	if off >= size {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(off+int64(len(dest)), size)
+	h.mu.Lock()
+	sequential := off == h.lastEnd || off == 0
+	h.lastEnd = end
+	h.mu.Unlock()
+	if !cf.Present(off, end-off) {
+		n.root.stats.misses.Add(1)
+		ahead := end
+		if sequential {
+			ahead = min(end+readahead, size)
+		}
+		if err := n.root.fetch(ctx, n.path(), cf, off, end, ahead); err != nil {
+			return nil, toErrno(err)
+		}
+	} else {
+		n.root.stats.hits.Add(1)
+		if sequential && end < size && !cf.Present(end, min(readahead/2, size-end)) {
+			n.root.prefetch(n.path(), cf, end, min(end+readahead, size))
+		}
+	}
+	return fuse.ReadResultFd(cf.OSFile().Fd(), off, int(end-off)), 0
+}
+
+// cacheFile returns the handle's cache file, reopening it when the owner's version changed
+// (a change event marked it stale).
+func (h *Handle) cacheFile(ctx context.Context) (*cache.File, syscall.Errno) {
+	h.mu.Lock()
+	cf := h.cf
+	h.mu.Unlock()
+	if cf != nil && !cf.Stale() {
+		return cf, 0
+	}
+	e, err := h.n.entry(ctx)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	nf, err := h.n.root.cache.Get(h.n.root.key(h.n.path()), version(&e))
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	h.mu.Lock()
+	old := h.cf
+	h.cf = nf
+	h.mu.Unlock()
+	if old != nil {
+		old.Release()
+	}
+	return nf, 0
+}
+
+var _ = (fs.FileWriter)((*Handle)(nil))
+
+// Write keeps the data in the node's writeback extents; it reaches the owner at flush,
+// fsync, close or when too much is pending. An error from an earlier flush is reported here.
+func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n := h.n
+	n.root.stats.write.Add(int64(len(data)))
+	if err := n.wb.Err(); err != nil {
+		return 0, toErrno(err)
+	}
+	n.wb.Write(data, off)
+	n.mu.Lock()
+	if end := off + int64(len(data)); end > n.localSize {
+		n.localSize = end
+	}
+	n.mu.Unlock()
+	if n.wb.Dirty() >= dirtyLimit {
+		if errno := n.flush(ctx); errno != 0 {
+			return 0, errno
+		}
+	}
+	return uint32(len(data)), 0
+}
+
+// flush sends the node's pending writes and refreshes its attributes from the owner's reply.
+func (n *Node) flush(ctx context.Context) syscall.Errno {
+	if n.wb.Dirty() == 0 {
+		return toErrno(n.wb.Err())
+	}
+	p := n.path()
+	var last wire.Entry
+	var lastMu sync.Mutex
+	err := n.wb.Flush(ctx, func(ctx context.Context, off int64, data []byte) error {
+		n.root.stats.send.Add(int64(len(data)))
+		n.root.stats.roundTrips.Add(1)
+		e, err := n.root.owner.Write(ctx, p, off, data)
+		if err == nil {
+			lastMu.Lock()
+			if e.MtimeNs >= last.MtimeNs || e.Size > last.Size {
+				last = e
+			}
+			lastMu.Unlock()
+		}
+		return err
+	})
+	if last.Mode != 0 {
+		n.root.replica.Put(p, last)
+	}
+	n.root.forgetContent(p)
+	return toErrno(err)
+}
+
+var _ = (fs.FileFlusher)((*Handle)(nil))
+
+// Flush runs at every close(2) of a descriptor: close-to-open consistency means the data is
+// on the owner when close returns, and a failed write is reported here.
+func (h *Handle) Flush(ctx context.Context) syscall.Errno {
+	h.n.root.stats.flush.Add(0)
+	if !h.writable {
+		return 0
+	}
+	return h.n.flush(ctx)
+}
+
+var _ = (fs.FileFsyncer)((*Handle)(nil))
+
+func (h *Handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	h.n.root.stats.fsync.Add(0)
+	if errno := h.n.flush(ctx); errno != 0 {
+		return errno
+	}
+	h.n.root.stats.roundTrips.Add(1)
+	return toErrno(h.n.root.owner.Fsync(ctx, h.n.path(), flags&1 != 0))
+}
+
+var _ = (fs.FileReleaser)((*Handle)(nil))
+
+// Release runs when the last descriptor of the open is gone; Flush already sent the data.
+func (h *Handle) Release(ctx context.Context) syscall.Errno {
+	h.n.root.stats.release.Add(0)
+	h.mu.Lock()
+	cf := h.cf
+	h.cf, h.released = nil, true
+	h.mu.Unlock()
+	if cf != nil {
+		cf.Release()
+	}
+	if h.writable {
+		errno := h.n.flush(ctx)
+		h.n.mu.Lock()
+		h.n.writers--
+		if h.n.writers == 0 && h.n.wb.Dirty() == 0 {
+			h.n.localSize = -1
+		}
+		h.n.mu.Unlock()
+		return errno
+	}
+	return 0
+}
+
+var _ = (fs.FileAllocater)((*Handle)(nil))
+
+func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	if errno := h.n.flush(ctx); errno != 0 {
+		return errno
+	}
+	h.n.root.stats.roundTrips.Add(1)
+	e, err := h.n.root.owner.Fallocate(ctx, h.n.path(), mode, int64(off), int64(size))
+	if err != nil {
+		return toErrno(err)
+	}
+	h.n.mu.Lock()
+	if int64(e.Size) > h.n.localSize {
+		h.n.localSize = int64(e.Size)
+	}
+	h.n.mu.Unlock()
+	h.n.root.replica.Put(h.n.path(), e)
+	h.n.root.forgetContent(h.n.path())
+	return 0
+}
+
+var _ = (fs.FileGetattrer)((*Handle)(nil))
+
+func (h *Handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return h.n.Getattr(ctx, h, out)
+}

@@ -1,0 +1,280 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/peerfs/peerfs/internal/tree"
+	"github.com/peerfs/peerfs/internal/wire"
+	"github.com/peerfs/peerfs/internal/writeback"
+)
+
+// Node is one file, directory or symlink of the share.
+type Node struct {
+	fs.Inode
+	root *Root
+
+	// mu guards the fields below. Never held across a call to the owner or a kernel notify.
+	mu        sync.Mutex
+	localSize int64 // size including data not yet sent, -1 when none is pending
+	writers   int   // open handles that may write
+	wb        writeback.File
+}
+
+func (n *Node) path() string { return n.Path(n.root.EmbeddedInode()) }
+
+// entry returns the node's attributes: from the replica when its directory is listed, else
+// from the owner.
+func (n *Node) entry(ctx context.Context) (wire.Entry, error) {
+	p := n.path()
+	if e, ok := n.root.replica.Stat(p); ok {
+		return e, nil
+	}
+	n.root.stats.roundTrips.Add(1)
+	e, err := n.root.owner.Stat(ctx, p)
+	if err != nil {
+		return e, err
+	}
+	n.root.replica.Put(p, e)
+	return e, nil
+}
+
+// fill converts an Entry into kernel attributes, with the local view of a file being written.
+func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
+	out.Ino = e.Ino
+	out.Size = e.Size
+	n.mu.Lock()
+	if n.localSize >= 0 && n.writers > 0 && uint64(n.localSize) > out.Size {
+		out.Size = uint64(n.localSize)
+	}
+	n.mu.Unlock()
+	out.Blocks = (out.Size + 511) / 512
+	out.Atime, out.Atimensec = uint64(e.AtimeNs/1e9), uint32(e.AtimeNs%1e9)
+	out.Mtime, out.Mtimensec = uint64(e.MtimeNs/1e9), uint32(e.MtimeNs%1e9)
+	out.Ctime, out.Ctimensec = uint64(e.CtimeNs/1e9), uint32(e.CtimeNs%1e9)
+	out.Mode = e.Mode
+	out.Nlink = max(e.Nlink, 1)
+	// Files appear owned by the mounting user, as with sshfs -o idmap=user: the owner's
+	// numeric IDs mean nothing here, and tools like git refuse repositories owned by others.
+	out.Uid, out.Gid = n.root.opts.UID, n.root.opts.GID
+	out.Blksize = uint32(n.root.opts.Blksize)
+}
+
+// newChild makes (or finds) the inode for an entry.
+func (n *Node) newChild(ctx context.Context, e *wire.Entry, out *fuse.EntryOut) *fs.Inode {
+	child := &Node{root: n.root, localSize: -1}
+	ino := n.NewInode(ctx, child, fs.StableAttr{Mode: e.Mode & syscall.S_IFMT, Ino: e.Ino, Gen: n.root.gen.Load()})
+	if ops, ok := ino.Operations().(*Node); ok {
+		ops.fill(e, &out.Attr)
+	}
+	return ino
+}
+
+var _ = (fs.NodeLookuper)((*Node)(nil))
+
+// Lookup answers from the replica once the directory is listed; otherwise one READDIR lists
+// it (with small files inline) and answers this and every later lookup in it.
+func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.root.stats.lookup.Add(0)
+	dir := n.path()
+	e, found, listed := n.root.replica.Lookup(dir, name)
+	switch {
+	case listed:
+		n.root.stats.hits.Add(1)
+	case n.root.replica.DirListed(dir):
+		// The directory is known but this name changed on the owner: ask for it alone.
+		p := tree.Join(dir, name)
+		n.root.stats.roundTrips.Add(1)
+		var err error
+		e, err = n.root.owner.Stat(ctx, p)
+		if toErrno(err) == syscall.ENOENT {
+			n.root.replica.Remove(p)
+			return nil, syscall.ENOENT
+		}
+		if err != nil {
+			return nil, toErrno(err)
+		}
+		n.root.replica.Put(p, e)
+		found = true
+	default:
+		if err := n.list(ctx, dir); err != nil {
+			return nil, toErrno(err)
+		}
+		e, found, _ = n.root.replica.Lookup(dir, name)
+	}
+	if !found {
+		return nil, syscall.ENOENT
+	}
+	return n.newChild(ctx, &e, out), 0
+}
+
+// list fetches a directory listing into the replica.
+func (n *Node) list(ctx context.Context, dir string) error {
+	n.root.stats.roundTrips.Add(1)
+	n.root.stats.misses.Add(1)
+	entries, err := n.root.owner.ReadDir(ctx, dir, n.root.opts.Inline)
+	if err != nil {
+		return err
+	}
+	n.root.replica.SetDir(dir, entries)
+	return nil
+}
+
+var _ = (fs.NodeGetattrer)((*Node)(nil))
+
+func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.root.stats.getattr.Add(0)
+	e, err := n.entry(ctx)
+	if err != nil {
+		return toErrno(err)
+	}
+	n.fill(&e, &out.Attr)
+	return 0
+}
+
+var _ = (fs.NodeSetattrer)((*Node)(nil))
+
+// Setattr sends mode, times and size changes to the owner. Pending writes go first, so a
+// truncate or an mtime set after writing is not undone by them.
+func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	n.root.stats.setattr.Add(0)
+	p := n.path()
+	req := wire.SetAttrReq{Share: n.root.opts.Share, Path: p}
+	if m, ok := in.GetMode(); ok {
+		req.Valid |= wire.SetMode
+		req.Mode = m & 0o7777
+	}
+	if sz, ok := in.GetSize(); ok {
+		req.Valid |= wire.SetSize
+		req.Size = sz
+		n.wb.Truncate(int64(sz))
+	}
+	if t, ok := in.GetMTime(); ok {
+		req.Valid |= wire.SetMtime
+		req.MtimeNs = t.UnixNano()
+	}
+	if t, ok := in.GetATime(); ok {
+		req.Valid |= wire.SetAtime
+		req.AtimeNs = t.UnixNano()
+	}
+	if _, ok := in.GetUID(); ok {
+		// Ownership on the owner's disk belongs to the owner's account: refuse like a
+		// filesystem without chown rights would.
+		return syscall.EPERM
+	}
+	if _, ok := in.GetGID(); ok {
+		return syscall.EPERM
+	}
+	if errno := n.flush(ctx); errno != 0 {
+		return errno
+	}
+	var e wire.Entry
+	var err error
+	if req.Valid == 0 {
+		e, err = n.entry(ctx)
+	} else {
+		n.root.stats.roundTrips.Add(1)
+		e, err = n.root.owner.SetAttr(ctx, req)
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	if req.Valid&wire.SetSize != 0 {
+		n.mu.Lock()
+		n.localSize = int64(req.Size)
+		n.mu.Unlock()
+		n.root.invalidateContent(n, p)
+	}
+	n.root.replica.Put(p, e)
+	n.fill(&e, &out.Attr)
+	return 0
+}
+
+var _ = (fs.NodeReadlinker)((*Node)(nil))
+
+func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	e, err := n.entry(ctx)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	if e.Mode&wire.ModeTypeMask != wire.ModeSymlink {
+		return nil, syscall.EINVAL
+	}
+	return []byte(e.Target), 0
+}
+
+var _ = (fs.NodeStatfser)((*Node)(nil))
+
+// Statfs reports the owner's real capacity, in blocks of the mount's preferred size.
+func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	n.root.stats.statfs.Add(0)
+	n.root.stats.roundTrips.Add(1)
+	st, err := n.root.owner.Statfs(ctx)
+	if err != nil {
+		return toErrno(err)
+	}
+	bs := uint64(n.root.opts.Blksize)
+	scale := func(blocks uint64) uint64 { return blocks * st.Bsize / bs }
+	out.Bsize, out.Frsize = uint32(bs), uint32(bs)
+	out.Blocks, out.Bfree, out.Bavail = scale(st.Blocks), scale(st.Bfree), scale(st.Bavail)
+	out.Files, out.Ffree = st.Files, st.Ffree
+	out.NameLen = st.NameLen
+	return 0
+}
+
+var _ = (fs.NodeGetxattrer)((*Node)(nil))
+
+func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	n.root.stats.xattr.Add(0)
+	n.root.stats.roundTrips.Add(1)
+	v, err := n.root.owner.GetXattr(ctx, n.path(), attr)
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+var _ = (fs.NodeListxattrer)((*Node)(nil))
+
+func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	n.root.stats.xattr.Add(0)
+	n.root.stats.roundTrips.Add(1)
+	names, err := n.root.owner.ListXattr(ctx, n.path())
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	var b []byte
+	for _, name := range names {
+		b = append(append(b, name...), 0)
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), syscall.ERANGE
+	}
+	return uint32(copy(dest, b)), 0
+}
+
+var _ = (fs.NodeSetxattrer)((*Node)(nil))
+
+func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	n.root.stats.xattr.Add(int64(len(data)))
+	n.root.stats.roundTrips.Add(1)
+	return toErrno(n.root.owner.SetXattr(ctx, n.path(), attr, data, flags))
+}
+
+var _ = (fs.NodeRemovexattrer)((*Node)(nil))
+
+func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	n.root.stats.xattr.Add(0)
+	n.root.stats.roundTrips.Add(1)
+	return toErrno(n.root.owner.RemoveXattr(ctx, n.path(), attr))
+}
+
+// childPath is the share path of name in directory n.
+func (n *Node) childPath(name string) string { return tree.Join(n.path(), name) }

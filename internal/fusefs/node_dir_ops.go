@@ -1,0 +1,206 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+var _ = (fs.NodeReaddirer)((*Node)(nil))
+
+// Readdir lists from the replica, fetching the listing (one round trip, all attributes) when
+// the directory is not known yet.
+func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	n.root.stats.readdir.Add(0)
+	dir := n.path()
+	entries, ok := n.root.replica.Entries(dir)
+	if !ok {
+		if err := n.list(ctx, dir); err != nil {
+			return nil, toErrno(err)
+		}
+		entries, _ = n.root.replica.Entries(dir)
+	} else {
+		n.root.stats.hits.Add(1)
+	}
+	list := make([]fuse.DirEntry, 0, len(entries))
+	for _, e := range entries {
+		list = append(list, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino})
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+var _ = (fs.NodeMkdirer)((*Node)(nil))
+
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.root.stats.mkdir.Add(0)
+	p := n.childPath(name)
+	if e, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
+		_ = e
+		return nil, syscall.EEXIST // the owner's MKDIR treats an existing directory as success
+	}
+	n.root.stats.roundTrips.Add(2)
+	if err := n.root.owner.Mkdir(ctx, p, mode&0o7777); err != nil {
+		return nil, toErrno(err)
+	}
+	e, err := n.root.owner.Stat(ctx, p)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	n.root.replica.Put(p, e)
+	n.root.replica.SetDir(p, nil)
+	return n.newChild(ctx, &e, out), 0
+}
+
+var _ = (fs.NodeSymlinker)((*Node)(nil))
+
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.root.stats.symlink.Add(0)
+	p := n.childPath(name)
+	if _, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
+		return nil, syscall.EEXIST // the owner's SYMLINK replaces links; symlink(2) must not
+	}
+	n.root.stats.roundTrips.Add(2)
+	if err := n.root.owner.Symlink(ctx, p, target); err != nil {
+		return nil, toErrno(err)
+	}
+	e, err := n.root.owner.Stat(ctx, p)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	n.root.replica.Put(p, e)
+	return n.newChild(ctx, &e, out), 0
+}
+
+var _ = (fs.NodeLinker)((*Node)(nil))
+
+func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.root.stats.link.Add(0)
+	tn, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	p := n.childPath(name)
+	n.root.stats.roundTrips.Add(1)
+	e, err := n.root.owner.Link(ctx, tn.path(), p)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	n.root.replica.Put(p, e)
+	n.root.replica.Put(tn.path(), e) // nlink changed
+	return n.newChild(ctx, &e, out), 0
+}
+
+var _ = (fs.NodeCreater)((*Node)(nil))
+
+// Create makes a regular file on the owner and opens it.
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	n.root.stats.create.Add(0)
+	p := n.childPath(name)
+	var cf uint32
+	if flags&syscall.O_EXCL != 0 {
+		cf |= wire.CreateExclusive
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		cf |= wire.CreateTruncate
+	}
+	n.root.stats.roundTrips.Add(1)
+	e, err := n.root.owner.Create(ctx, p, mode&0o7777, cf)
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	n.root.replica.Put(p, e)
+	ino := n.newChild(ctx, &e, out)
+	child := ino.Operations().(*Node)
+	if flags&syscall.O_TRUNC != 0 {
+		child.mu.Lock()
+		child.localSize = 0
+		child.mu.Unlock()
+		child.wb.Truncate(0)
+		n.root.invalidateContent(child, p)
+	}
+	h, fuseFlags, errno := child.openHandle(ctx, flags, &e)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return ino, h, fuseFlags, 0
+}
+
+var _ = (fs.NodeUnlinker)((*Node)(nil))
+
+func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	n.root.stats.unlink.Add(0)
+	p := n.childPath(name)
+	n.root.stats.roundTrips.Add(1)
+	if err := n.root.owner.Unlink(ctx, p); err != nil {
+		return toErrno(err)
+	}
+	n.root.replica.Remove(p)
+	n.root.forgetContent(p)
+	return 0
+}
+
+var _ = (fs.NodeRmdirer)((*Node)(nil))
+
+func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	n.root.stats.rmdir.Add(0)
+	p := n.childPath(name)
+	n.root.stats.roundTrips.Add(1)
+	if err := n.root.owner.Rmdir(ctx, p); err != nil {
+		return toErrno(err)
+	}
+	n.root.replica.Remove(p)
+	return 0
+}
+
+var _ = (fs.NodeRenamer)((*Node)(nil))
+
+// Rename supports RENAME_NOREPLACE and RENAME_EXCHANGE (renameat2 flags pass through).
+func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	n.root.stats.rename.Add(0)
+	np, ok := newParent.(*Node)
+	if !ok {
+		if r, isRoot := newParent.(*Root); isRoot {
+			np = &r.Node
+		} else {
+			return syscall.EXDEV
+		}
+	}
+	from, to := n.childPath(name), np.childPath(newName)
+	var wf uint32
+	switch flags {
+	case 0:
+	case renameNoReplace:
+		wf = wire.RenameNoReplace
+	case fs.RENAME_EXCHANGE:
+		wf = wire.RenameExchange
+	default:
+		return syscall.EINVAL
+	}
+	// Data written under the old name must land before the name changes.
+	if child := n.GetChild(name); child != nil {
+		if cn, ok := child.Operations().(*Node); ok {
+			if errno := cn.flush(ctx); errno != 0 {
+				return errno
+			}
+		}
+	}
+	n.root.stats.roundTrips.Add(1)
+	if err := n.root.owner.Rename(ctx, from, to, wf); err != nil {
+		return toErrno(err)
+	}
+	if wf == wire.RenameExchange {
+		n.root.replica.Exchange(from, to)
+	} else {
+		n.root.replica.Rename(from, to)
+	}
+	n.root.forgetContent(from)
+	n.root.forgetContent(to)
+	return 0
+}
+
+// renameNoReplace is Linux's RENAME_NOREPLACE flag of renameat2 (go-fuse names only EXCHANGE).
+const renameNoReplace = 0x1

@@ -1,0 +1,78 @@
+package fusefs
+
+import (
+	"strings"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/peerfs/peerfs/internal/tree"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// invalidateContent drops this mount's cached copy of a file this mount itself changed; the
+// kernel already knows about its own writes and truncates.
+func (r *Root) invalidateContent(n *Node, p string) { r.forgetContent(p) }
+
+// forgetContent drops the cached copy of a path.
+func (r *Root) forgetContent(p string) {
+	if r.cache != nil {
+		r.cache.Invalidate(r.key(p))
+	}
+}
+
+// ApplyEvents applies the owner's change events: the replica learns the new attributes, the
+// cache drops changed contents, and the kernel forgets its entries, attributes and pages of
+// what changed. It runs on the event goroutine, never inside a FUSE operation, and holds no
+// lock while notifying.
+func (r *Root) ApplyEvents(events []wire.Event) {
+	for _, ev := range events {
+		p := ev.Path
+		switch ev.Kind {
+		case wire.EventChanged, wire.EventRemoved:
+			// Events can trail this mount's own operations on the same name (an old removal
+			// arriving after a new create): forget and let the next lookup ask the owner,
+			// rather than apply the event's view.
+			old, had := r.replica.Stat(p)
+			r.replica.Invalidate(p)
+			if ev.Kind == wire.EventRemoved || !had || old.Size != ev.Entry.Size || old.MtimeNs != ev.Entry.MtimeNs || old.Ino != ev.Entry.Ino {
+				r.forgetContent(p)
+			}
+			r.notify(p, true)
+		case wire.EventRescan:
+			r.gen.Add(1)
+			r.replica.Forget(p)
+			if r.cache != nil {
+				r.cache.InvalidatePrefix(r.opts.Peer, r.opts.Share, p)
+			}
+			r.notify(p, true)
+		}
+	}
+}
+
+// notify tells the kernel to drop what it caches for p: pages and attributes of the inode,
+// and the name in its parent when the name appeared or went away.
+func (r *Root) notify(p string, name bool) {
+	parent, ino := r.walk(p)
+	if ino != nil {
+		ino.NotifyContent(0, 0)
+	}
+	if name && parent != nil {
+		_, base := tree.Split(p)
+		parent.NotifyEntry(base)
+	}
+}
+
+// walk finds the inodes the kernel knows for p and its parent, without asking the owner.
+func (r *Root) walk(p string) (parent, ino *fs.Inode) {
+	cur := r.EmbeddedInode()
+	if p == "" {
+		return nil, cur
+	}
+	for _, name := range strings.Split(p, "/") {
+		if cur == nil {
+			return nil, nil
+		}
+		parent, cur = cur, cur.GetChild(name)
+	}
+	return parent, cur
+}

@@ -1,0 +1,413 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/fusefs"
+	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// defaultWait bounds how long a mount operation waits for a lost link before failing with EIO.
+const defaultWait = 30 * time.Second
+
+// mounts are the node's FUSE mounts, by directory.
+type mounts struct {
+	mu    sync.Mutex
+	byDir map[string]*mount
+	cache *cache.Store // shared by all mounts; opened on first mount
+}
+
+type mount struct {
+	info   api.MountInfo
+	root   *fusefs.Root
+	srv    *fuse.Server
+	cancel context.CancelFunc // stops the event subscription
+	done   chan struct{}      // closed when the server has exited
+}
+
+// store opens the chunk cache on first use.
+func (n *Node) store() (*cache.Store, error) {
+	n.mounts.mu.Lock()
+	defer n.mounts.mu.Unlock()
+	if n.mounts.cache == nil {
+		st, err := cache.Open(cache.Options{Dir: filepath.Join(n.paths.Cache, "chunks"), Logger: n.log})
+		if err != nil {
+			return nil, fmt.Errorf("opening the cache: %w", err)
+		}
+		n.mounts.cache = st
+	}
+	return n.mounts.cache, nil
+}
+
+// Mount mounts a peer's share at a local directory; the daemon serves it until Unmount,
+// fusermount3 -u, or the daemon stops.
+func (n *Node) Mount(ctx context.Context, a api.MountParams) (*api.MountInfo, error) {
+	if !filepath.IsAbs(a.Dir) {
+		return nil, api.Errorf(api.CodeInvalid, "mount point %q must be an absolute path", a.Dir)
+	}
+	if fi, err := os.Stat(a.Dir); err != nil || !fi.IsDir() {
+		return nil, api.Errorf(api.CodeNotFound, "mount point %s is not an existing directory: create it first", a.Dir)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return nil, api.Errorf(api.CodeInternal, "/dev/fuse is missing: load the fuse module (modprobe fuse) or install fuse3")
+	}
+	p, sess, err := n.link(ctx, a.Peer)
+	if err != nil {
+		return nil, err
+	}
+	// The share must exist for us before anything is mounted.
+	if _, err := (remote.Peer{S: sess}).Stat(ctx, a.Share, ""); err != nil {
+		return nil, apiError(err, "mount "+a.Peer+":"+a.Share)
+	}
+	st, err := n.store()
+	if err != nil {
+		return nil, err
+	}
+	n.mounts.mu.Lock()
+	if n.mounts.byDir == nil {
+		n.mounts.byDir = map[string]*mount{}
+	}
+	if _, busy := n.mounts.byDir[a.Dir]; busy {
+		n.mounts.mu.Unlock()
+		return nil, api.Errorf(api.CodeInvalid, "%s is already a peerfs mount: unmount it first", a.Dir)
+	}
+	n.mounts.byDir[a.Dir] = nil // reserved while mounting
+	n.mounts.mu.Unlock()
+
+	wait := defaultWait
+	if a.WaitSeconds > 0 {
+		wait = time.Duration(a.WaitSeconds) * time.Second
+	}
+	owner := &mountOwner{p: p, share: a.Share, wait: wait}
+	root := fusefs.New(fusefs.Options{
+		Peer: a.Peer, Share: a.Share, Owner: owner, Cache: st,
+		Blksize: a.Blksize, Inline: uint32(a.Inline), Passthrough: !a.NoPassthrough,
+		Events: true, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Logger: n.log.With("mount", a.Dir),
+	})
+	srv, err := root.Mount(a.Dir)
+	if err != nil {
+		n.mounts.mu.Lock()
+		delete(n.mounts.byDir, a.Dir)
+		n.mounts.mu.Unlock()
+		return nil, api.Errorf(api.CodeInternal, "mounting %s: %v (is fuse3 installed, and the directory empty?)", a.Dir, err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	m := &mount{
+		info: api.MountInfo{Peer: a.Peer, Share: a.Share, Dir: a.Dir, Since: time.Now(), Events: true,
+			Passthrough: !a.NoPassthrough, Blksize: max(a.Blksize, 0)},
+		root: root, srv: srv, cancel: cancel, done: make(chan struct{}),
+	}
+	if m.info.Blksize == 0 {
+		m.info.Blksize = fusefs.DefaultBlksize
+	}
+	n.mounts.mu.Lock()
+	n.mounts.byDir[a.Dir] = m
+	n.mounts.mu.Unlock()
+	go n.watchLoop(wctx, m, owner)
+	go func() {
+		srv.Wait() // returns on unmount, also by fusermount3 -u
+		cancel()
+		n.mounts.mu.Lock()
+		if n.mounts.byDir[a.Dir] == m {
+			delete(n.mounts.byDir, a.Dir)
+		}
+		n.mounts.mu.Unlock()
+		close(m.done)
+		n.log.Info("unmounted", "dir", a.Dir)
+	}()
+	n.log.Info("mounted", "peer", a.Peer, "share", a.Share, "dir", a.Dir)
+	return &m.info, nil
+}
+
+// Unmount unmounts a mount by directory.
+func (n *Node) Unmount(ctx context.Context, a api.UnmountParams) error {
+	n.mounts.mu.Lock()
+	m := n.mounts.byDir[filepath.Clean(a.Dir)]
+	n.mounts.mu.Unlock()
+	if m == nil {
+		return api.Errorf(api.CodeNotFound, "%s is not a peerfs mount of this daemon (see \"peerfs mounts\")", a.Dir)
+	}
+	if err := m.srv.Unmount(); err != nil {
+		return api.Errorf(api.CodeInternal, "unmounting %s: %v (is a program still using it? see fuser -m %s)", a.Dir, err, a.Dir)
+	}
+	select {
+	case <-m.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Mounts lists the mounts.
+func (n *Node) Mounts(ctx context.Context) (*api.MountsResult, error) {
+	n.mounts.mu.Lock()
+	defer n.mounts.mu.Unlock()
+	res := &api.MountsResult{Mounts: []api.MountInfo{}}
+	for _, m := range n.mounts.byDir {
+		if m != nil {
+			res.Mounts = append(res.Mounts, m.info)
+		}
+	}
+	return res, nil
+}
+
+// Stats reports a mount's per-operation counters.
+func (n *Node) Stats(ctx context.Context, a api.UnmountParams) (*api.StatsResult, error) {
+	n.mounts.mu.Lock()
+	m := n.mounts.byDir[filepath.Clean(a.Dir)]
+	n.mounts.mu.Unlock()
+	if m == nil {
+		return nil, api.Errorf(api.CodeNotFound, "%s is not a peerfs mount of this daemon (see \"peerfs mounts\")", a.Dir)
+	}
+	rep := m.root.Stats()
+	res := &api.StatsResult{Mount: m.info, Ops: []api.OpStats{}, Counters: rep.Counters}
+	for _, o := range rep.Ops {
+		res.Ops = append(res.Ops, api.OpStats{Name: o.Name, Calls: o.Calls, Bytes: o.Bytes, Min: o.Min, Avg: o.Avg, Max: o.Max})
+	}
+	return res, nil
+}
+
+// unmountAll unmounts everything when the daemon stops.
+func (n *Node) unmountAll() {
+	n.mounts.mu.Lock()
+	var all []*mount
+	for _, m := range n.mounts.byDir {
+		if m != nil {
+			all = append(all, m)
+		}
+	}
+	st := n.mounts.cache
+	n.mounts.mu.Unlock()
+	for _, m := range all {
+		if err := m.srv.Unmount(); err != nil {
+			n.log.Warn("unmount at shutdown failed", "dir", m.info.Dir, "err", err)
+			continue
+		}
+		<-m.done
+	}
+	if st != nil {
+		st.Close()
+	}
+}
+
+// watchLoop keeps a change-event subscription to the mounted share and applies the events.
+// After a lost link it resubscribes and tells the mount to rescan, since events were missed.
+func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
+	missed := false
+	for ctx.Err() == nil {
+		sess, err := o.p.session(ctx, time.Hour)
+		if err != nil {
+			continue
+		}
+		sub, err := (remote.Peer{S: sess}).Watch(ctx, o.share)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("change events unavailable; metadata may be stale", "dir", m.info.Dir, "err", err)
+				select {
+				case <-ctx.Done():
+				case <-sess.Done():
+				case <-time.After(5 * time.Second):
+				}
+			}
+			continue
+		}
+		if missed {
+			m.root.ApplyEvents([]wire.Event{{Kind: wire.EventRescan, Path: ""}})
+		}
+		for {
+			events, err := remote.NextEvents(ctx, sub)
+			if err != nil {
+				break
+			}
+			m.root.ApplyEvents(events)
+		}
+		sub.Close()
+		missed = true
+	}
+}
+
+// mountOwner is fusefs.Owner over the node's link to the peer: every call waits a bounded
+// time for the link, then fails (EIO to the application).
+type mountOwner struct {
+	p     *peer
+	share string
+	wait  time.Duration
+}
+
+var errLinkDown = errors.New("peer unreachable")
+
+func (o *mountOwner) rp(ctx context.Context) (remote.Peer, error) {
+	sess, err := o.p.session(ctx, o.wait)
+	if err != nil {
+		return remote.Peer{}, fmt.Errorf("%w: %v", errLinkDown, err)
+	}
+	return remote.Peer{S: sess}, nil
+}
+
+// The fusefs.Owner methods: each waits for the link, then makes one call on the share.
+
+var _ fusefs.Owner = (*mountOwner)(nil)
+
+func (o *mountOwner) Stat(ctx context.Context, path string) (wire.Entry, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	return rp.Stat(ctx, o.share, path)
+}
+
+func (o *mountOwner) ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rp.ReadDir(ctx, o.share, path, inlineMax)
+}
+
+func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byte) (int, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return rp.Read(ctx, o.share, path, uint64(off), dst)
+}
+
+func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.Entry, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	return rp.Write(ctx, o.share, path, uint64(off), data)
+}
+
+func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	return rp.Create(ctx, o.share, path, mode, flags)
+}
+
+func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.Mkdir(ctx, o.share, path, mode)
+}
+
+func (o *mountOwner) Symlink(ctx context.Context, path, target string) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.Symlink(ctx, o.share, path, target)
+}
+
+func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	return rp.Link(ctx, o.share, from, to)
+}
+
+func (o *mountOwner) Unlink(ctx context.Context, path string) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.Unlink(ctx, o.share, path)
+}
+
+func (o *mountOwner) Rmdir(ctx context.Context, path string) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.Rmdir(ctx, o.share, path)
+}
+
+func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.Rename(ctx, o.share, from, to, flags)
+}
+
+func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Entry, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	req.Share = o.share
+	return rp.SetAttr(ctx, req)
+}
+
+func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	return rp.Fallocate(ctx, o.share, path, mode, uint64(off), uint64(length))
+}
+
+func (o *mountOwner) Fsync(ctx context.Context, path string, dataOnly bool) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.Fsync(ctx, o.share, path, dataOnly)
+}
+
+func (o *mountOwner) Statfs(ctx context.Context) (wire.Statfs, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return wire.Statfs{}, err
+	}
+	return rp.Statfs(ctx, o.share)
+}
+
+func (o *mountOwner) GetXattr(ctx context.Context, path, name string) ([]byte, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rp.GetXattr(ctx, o.share, path, name)
+}
+
+func (o *mountOwner) ListXattr(ctx context.Context, path string) ([]string, error) {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rp.ListXattr(ctx, o.share, path)
+}
+
+func (o *mountOwner) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.SetXattr(ctx, o.share, path, name, value, flags)
+}
+
+func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
+	rp, err := o.rp(ctx)
+	if err != nil {
+		return err
+	}
+	return rp.RemoveXattr(ctx, o.share, path, name)
+}

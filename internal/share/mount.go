@@ -1,0 +1,563 @@
+package share
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// The operations a mount needs beyond direct transfer: files created and written in place,
+// names removed, renamed and linked, extended attributes, space reservation, flushing, capacity
+// and small files inlined in listings. As in write.go, a method that changes the share refuses
+// a read-only share before touching disk, and every name is resolved through os.Root or, for
+// the *at system calls, relative to a directory opened through it by a single plain component.
+// The calls that have no portable form (renameat2, statfs, xattrs, fallocate) are in
+// mount_linux.go.
+
+// inlineBudget bounds the file contents one READDIR reply inlines in all (4 MiB): the listing
+// is built whole before its first frame leaves, and a peer may have 128 requests in flight
+// (rpc's serving limit), so this keeps a directory of many small files from costing the owner
+// more than 512 MiB. Entries past the budget are listed without data.
+const inlineBudget = 4 << 20
+
+// ReadDirInline lists the directory at path as ReadDir does and inlines the whole content of
+// each regular file of at most inlineMax bytes (capped at wire.MaxInline; 0 or less: none)
+// in its Entry, setting HasData. The file is opened through os.Root and its attributes are
+// taken again from the open file, so Size always equals len(Data). A file that cannot be read,
+// was replaced since it was listed, or changed size while it was read is listed without data.
+func (s *Share) ReadDirInline(path string, inlineMax int) ([]wire.Entry, error) {
+	list, err := s.ReadDir(path)
+	if err != nil || inlineMax <= 0 {
+		return list, err
+	}
+	inlineMax = min(inlineMax, wire.MaxInline)
+	budget := inlineBudget
+	for i := range list {
+		e := &list[i]
+		if !e.IsRegular() || e.Size > uint64(inlineMax) || int(e.Size) > budget {
+			continue
+		}
+		if e.Size == 0 {
+			e.HasData = true // nothing to read: empty when it was listed
+			continue
+		}
+		s.inline(join(path, e.Name), e, inlineMax)
+		budget -= len(e.Data)
+	}
+	return list, nil
+}
+
+// inline reads the regular file at path (valid) into e if it is still the file e describes
+// and holds at most max bytes; otherwise e is left as it is.
+func (s *Share) inline(path string, e *wire.Entry, max int) {
+	f, err := s.openRegular("readdir", path, path, os.O_RDONLY)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	now := entryFromInfo(fi)
+	if now.Ino != e.Ino || now.Size > uint64(max) {
+		return
+	}
+	// One byte more than the size: a file that grew since the fstat fills it and is skipped.
+	buf := make([]byte, now.Size+1)
+	n, _ := io.ReadFull(f, buf)
+	if uint64(n) != now.Size {
+		return
+	}
+	now.Name = e.Name
+	now.Data, now.HasData = buf[:n], true
+	*e = now
+}
+
+// Create creates the regular file path with the permission bits mode and returns its Entry.
+// Set-user-ID, set-group-ID and sticky are dropped (fileMode) and the owner's umask applies, as
+// for open(2). Without wire.CreateExclusive an existing regular file is opened instead, and
+// emptied with wire.CreateTruncate; a final symlink is then followed only while it stays inside
+// the share, so a dangling link inside creates its target, as open(2) with O_CREAT would. With
+// CreateExclusive any existing name, a symlink included, is EEXIST. A directory at path is
+// EISDIR and any other non-regular file EINVAL.
+func (s *Share) Create(path string, mode uint32, flags uint32) (wire.Entry, error) {
+	const op = "create"
+	if err := s.checkWrite(op, path); err != nil {
+		return wire.Entry{}, err
+	}
+	if path == "" {
+		return wire.Entry{}, fail(op, path, errnoErr("the share root is a directory", syscall.EISDIR))
+	}
+	if flags&^(wire.CreateExclusive|wire.CreateTruncate) != 0 {
+		return wire.Entry{}, fail(op, path, errnoErr(fmt.Sprintf("unknown create flags %#x", flags), syscall.EINVAL))
+	}
+	flag := os.O_WRONLY | os.O_CREATE
+	if flags&wire.CreateExclusive != 0 {
+		flag |= os.O_EXCL
+	}
+	if flags&wire.CreateTruncate != 0 {
+		flag |= os.O_TRUNC
+	}
+	f, err := s.openRegularPerm(op, path, flag, fileMode(mode, false))
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	return s.closeWithEntry(op, path, f)
+}
+
+// Write writes data at offset off of the existing regular file path and returns the file's
+// Entry after the write. The file is opened through os.Root for this one write (a final symlink
+// is followed only inside the share) and closed before the reply, so a rename or unlink of path
+// never meets a descriptor kept behind it. A directory is EISDIR, another non-regular file
+// EINVAL; an offset past what the owner can address is EFBIG.
+func (s *Share) Write(path string, off int64, data []byte) (wire.Entry, error) {
+	const op = "write"
+	if err := s.checkWrite(op, path); err != nil {
+		return wire.Entry{}, err
+	}
+	if err := checkRange(op, path, off, int64(len(data))); err != nil {
+		return wire.Entry{}, err
+	}
+	f, err := s.openRegular(op, path, rootName(path), os.O_WRONLY)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	if len(data) > 0 {
+		if _, err := f.WriteAt(data, off); err != nil {
+			f.Close()
+			return wire.Entry{}, fail(op, path, err)
+		}
+	}
+	return s.closeWithEntry(op, path, f)
+}
+
+// checkRange refuses a negative offset (EINVAL) and a range whose end an int64 cannot hold
+// (EFBIG, as write(2) past the largest file).
+func checkRange(op, path string, off, n int64) error {
+	switch {
+	case off < 0 || n < 0:
+		return fail(op, path, errnoErr("negative offset or length", syscall.EINVAL))
+	case off > math.MaxInt64-n:
+		return fail(op, path, errnoErr("range beyond the largest file", syscall.EFBIG))
+	}
+	return nil
+}
+
+// closeWithEntry describes the open file f, which was opened for path, and closes it; an error
+// of the close (a delayed write error on a network filesystem) fails the call.
+func (s *Share) closeWithEntry(op, path string, f *os.File) (wire.Entry, error) {
+	fi, err := f.Stat()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return wire.Entry{}, fail(op, path, err)
+	}
+	return entryFromInfo(fi), nil
+}
+
+// openRegularPerm is openRegular for an open that may create path (valid, not the root) with
+// the permission bits perm.
+func (s *Share) openRegularPerm(op, path string, flag int, perm fs.FileMode) (*os.File, error) {
+	f, err := s.root.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	if err := checkRegular(f); err != nil {
+		f.Close()
+		return nil, fail(op, path, err)
+	}
+	return f, nil
+}
+
+// checkRegular fails unless f is a regular file, and then clears O_NONBLOCK on it.
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return errnoErr("a directory cannot be written as a file", syscall.EISDIR)
+	case !fi.Mode().IsRegular():
+		return errnoErr(fmt.Sprintf("not a regular file (%v)", fi.Mode().Type()), syscall.EINVAL)
+	}
+	return setBlocking(f)
+}
+
+// Unlink removes the name path, which must not be a directory (EISDIR): a file, a symlink
+// (the link itself, never its target) or another non-directory. The name is removed with
+// unlinkat relative to its parent directory opened through os.Root (see openParent).
+func (s *Share) Unlink(path string) error {
+	const op = "unlink"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fail(op, path, errnoErr("the share root is a directory", syscall.EISDIR))
+	}
+	return s.unlinkAt(op, path, 0)
+}
+
+// Rmdir removes the empty directory path: ENOTEMPTY if it holds anything, ENOTDIR if it is not
+// a directory (a symlink to one included). The share root is never removed (EBUSY, as rmdir(2)
+// answers for a mount point).
+func (s *Share) Rmdir(path string) error {
+	const op = "rmdir"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fail(op, path, errnoErr("the share root cannot be removed", syscall.EBUSY))
+	}
+	return s.unlinkAt(op, path, unix.AT_REMOVEDIR)
+}
+
+func (s *Share) unlinkAt(op, path string, flags int) error {
+	d, name, err := s.openParent(op, path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	err = withFd(d, func(fd int) error { return unix.Unlinkat(fd, name, flags) })
+	if err != nil {
+		return fail(op, path, os.NewSyscallError("unlinkat", err))
+	}
+	return nil
+}
+
+// openParent opens the directory holding path (valid, not the share root) through os.Root and
+// returns it with path's last component. Symlinks among the directory's own components are
+// followed only while they stay inside the share, as os.Root's own Remove and Rename do. The
+// last component is a plain name (CheckPath: no '/', never "." or ".."), and the *at calls made
+// with the pair do not follow it, so they can reach nothing but an entry of that directory.
+// The caller closes the directory.
+func (s *Share) openParent(op, path string) (*os.File, string, error) {
+	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, "", fail(op, path, err)
+	}
+	return d, baseName(path), nil
+}
+
+// withFd runs fn with f's descriptor, which stays valid for the duration of the call.
+func withFd(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// Rename renames from to to, both inside the share, with rename(2) semantics: a file replaces
+// a file, a directory replaces an empty directory, and neither name is followed if it is a
+// symlink. flags are wire.RenameNoReplace (EEXIST if to exists) or wire.RenameExchange (swap
+// the two names, which must both exist), not both. The rename is made relative to the two
+// parent directories, each opened through os.Root (see openParent). The share root is neither
+// source nor target (EBUSY). Where the system cannot honour a flag the answer is EINVAL, as
+// renameat2 gives on a filesystem without it.
+func (s *Share) Rename(from, to string, flags uint32) error {
+	const op = "rename"
+	if err := s.checkWrite(op, from); err != nil {
+		return err
+	}
+	if err := s.checkWrite(op, to); err != nil {
+		return err
+	}
+	if flags&^(wire.RenameNoReplace|wire.RenameExchange) != 0 || flags == wire.RenameNoReplace|wire.RenameExchange {
+		return fail(op, from, errnoErr(fmt.Sprintf("invalid rename flags %#x", flags), syscall.EINVAL))
+	}
+	for _, p := range []string{from, to} {
+		if p == "" {
+			return fail(op, p, errnoErr("the share root cannot be renamed or replaced", syscall.EBUSY))
+		}
+	}
+	fromDir, fromName, err := s.openParent(op, from)
+	if err != nil {
+		return err
+	}
+	defer fromDir.Close()
+	toDir, toName, err := s.openParent(op, to)
+	if err != nil {
+		return err
+	}
+	defer toDir.Close()
+	err = withFd(fromDir, func(ffd int) error {
+		return withFd(toDir, func(tfd int) error { return renameAt(ffd, fromName, tfd, toName, flags) })
+	})
+	if err != nil {
+		return fail(op, from, os.NewSyscallError("renameat", err))
+	}
+	return nil
+}
+
+// Link makes to a new hard link to the existing from and returns the Entry of to. A symlink at
+// from is linked itself, never followed (link(2) semantics). Both names go through os.Root.
+// A directory cannot be linked (EPERM, as link(2) answers); an existing to is EEXIST.
+func (s *Share) Link(from, to string) (wire.Entry, error) {
+	const op = "link"
+	if err := s.checkWrite(op, from); err != nil {
+		return wire.Entry{}, err
+	}
+	if err := s.checkWrite(op, to); err != nil {
+		return wire.Entry{}, err
+	}
+	if from == "" {
+		return wire.Entry{}, fail(op, from, errnoErr("the share root is a directory", syscall.EPERM))
+	}
+	if to == "" {
+		return wire.Entry{}, fail(op, to, errnoErr("the share root exists", syscall.EEXIST))
+	}
+	if err := s.root.Link(from, to); err != nil {
+		return wire.Entry{}, fail(op, to, err)
+	}
+	return s.lstat(op, to)
+}
+
+// Fsync flushes path (a regular file or a directory; the share root for "") to stable storage
+// on the owner: its data only with dataOnly (fdatasync), else data and metadata. A final symlink
+// is followed only inside the share. A read-only share holds nothing of the peer's to flush
+// and refuses (EROFS) without touching disk; another non-regular file is EINVAL.
+func (s *Share) Fsync(path string, dataOnly bool) error {
+	const op = "fsync"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	// Read-only is enough to flush; a file its owner may only write is opened for writing.
+	f, err := s.root.OpenFile(rootName(path), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = s.root.OpenFile(rootName(path), os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	}
+	if err != nil {
+		return fail(op, path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.IsDir() && !fi.Mode().IsRegular():
+		err = errnoErr(fmt.Sprintf("not a regular file or directory (%v)", fi.Mode().Type()), syscall.EINVAL)
+	case dataOnly:
+		err = fdatasync(f)
+	default:
+		err = f.Sync()
+	}
+	if err != nil {
+		return fail(op, path, err)
+	}
+	return nil
+}
+
+// xattrPrefix is the one extended attribute namespace a share serves. The others hold the
+// owner's security labels, ACLs, capabilities and administrator data (security., system.,
+// trusted.), which mean nothing on another device and which no peer may set.
+const xattrPrefix = "user."
+
+// checkXattrName refuses a name outside the user namespace with EOPNOTSUPP, which Linux gives
+// for a namespace a filesystem does not support, and a name with nothing after the prefix or
+// with a NUL byte with EINVAL.
+func checkXattrName(op, path, name string) error {
+	switch {
+	case !strings.HasPrefix(name, xattrPrefix):
+		return fail(op, path, errnoErr(fmt.Sprintf("attribute %q: only the %q namespace is shared", name, xattrPrefix), syscall.EOPNOTSUPP))
+	case name == xattrPrefix || strings.IndexByte(name, 0) >= 0 || len(name) > wire.MaxXattrName:
+		return fail(op, path, errnoErr(fmt.Sprintf("invalid attribute name %q", name), syscall.EINVAL))
+	}
+	return nil
+}
+
+// errNoXattrs marks a name whose type carries no user attributes: Linux allows them on regular
+// files and directories only, and answers ENODATA to a read and EPERM to a change on anything
+// else (a symlink, a FIFO).
+var errNoXattrs = errors.New("user attributes exist only on regular files and directories")
+
+// openXattr opens path (valid) to read or change its extended attributes through the returned
+// descriptor. The name is looked at with lstat first: a symlink is answered for itself, as
+// lgetxattr does, so it is never followed and a special file is never opened; both give
+// errNoXattrs. The open itself goes through os.Root with O_NONBLOCK and O_NOCTTY, and what it
+// opened is checked again.
+func (s *Share) openXattr(op, path string) (*os.File, error) {
+	name := rootName(path)
+	fi, err := s.root.Lstat(name)
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, errNoXattrs
+	}
+	f, err := s.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	if fi, err = f.Stat(); err != nil || (!fi.IsDir() && !fi.Mode().IsRegular()) {
+		f.Close()
+		if err != nil {
+			return nil, fail(op, path, err)
+		}
+		return nil, errNoXattrs
+	}
+	return f, nil
+}
+
+// GetXattr returns the value of the extended attribute name ("user." namespace only) of path,
+// itself if it is a symlink. A missing attribute is ENODATA.
+func (s *Share) GetXattr(path, name string) ([]byte, error) {
+	const op = "getxattr"
+	if err := check(op, path); err != nil {
+		return nil, err
+	}
+	if err := checkXattrName(op, path, name); err != nil {
+		return nil, err
+	}
+	f, err := s.openXattr(op, path)
+	if errors.Is(err, errNoXattrs) {
+		return nil, fail(op, path, errnoErr(errNoXattrs.Error(), syscall.ENODATA))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	v, err := getXattr(f, name)
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	return v, nil
+}
+
+// ListXattr returns the names of path's extended attributes in the "user." namespace, in the
+// order the owner's filesystem gives them; a symlink or special file has none.
+func (s *Share) ListXattr(path string) ([]string, error) {
+	const op = "listxattr"
+	if err := check(op, path); err != nil {
+		return nil, err
+	}
+	f, err := s.openXattr(op, path)
+	if errors.Is(err, errNoXattrs) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	all, err := listXattr(f)
+	if err != nil {
+		return nil, fail(op, path, err)
+	}
+	names := []string{}
+	for _, n := range all {
+		if strings.HasPrefix(n, xattrPrefix) {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+// SetXattr sets the extended attribute name ("user." namespace only) of path to value. flags
+// are wire.XattrCreate (EEXIST if it exists) or wire.XattrReplace (ENODATA if it does not). A
+// symlink or special file takes none (EPERM).
+func (s *Share) SetXattr(path, name string, value []byte, flags uint32) error {
+	const op = "setxattr"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if err := checkXattrName(op, path, name); err != nil {
+		return err
+	}
+	if flags&^(wire.XattrCreate|wire.XattrReplace) != 0 || flags == wire.XattrCreate|wire.XattrReplace {
+		return fail(op, path, errnoErr(fmt.Sprintf("invalid setxattr flags %#x", flags), syscall.EINVAL))
+	}
+	if len(value) > wire.MaxXattrValue {
+		return fail(op, path, errnoErr("attribute value too large", syscall.E2BIG))
+	}
+	f, err := s.openXattr(op, path)
+	if errors.Is(err, errNoXattrs) {
+		return fail(op, path, errnoErr(errNoXattrs.Error(), syscall.EPERM))
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := setXattr(f, name, value, flags); err != nil {
+		return fail(op, path, err)
+	}
+	return nil
+}
+
+// RemoveXattr removes the extended attribute name ("user." namespace only) of path; a missing
+// one is ENODATA, and a symlink or special file is EPERM.
+func (s *Share) RemoveXattr(path, name string) error {
+	const op = "removexattr"
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if err := checkXattrName(op, path, name); err != nil {
+		return err
+	}
+	f, err := s.openXattr(op, path)
+	if errors.Is(err, errNoXattrs) {
+		return fail(op, path, errnoErr(errNoXattrs.Error(), syscall.EPERM))
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := removeXattr(f, name); err != nil {
+		return fail(op, path, err)
+	}
+	return nil
+}
+
+// Fallocate applies fallocate(2) with mode (Linux FALLOC_FL_* bits: keep size, punch hole,
+// collapse, zero, insert, unshare and write-zeroes ranges; any other bit is EOPNOTSUPP) to the
+// range [off, off+length) of the regular file path, opened through os.Root, and returns its
+// Entry after the change. A filesystem without the mode answers EOPNOTSUPP.
+func (s *Share) Fallocate(path string, mode uint32, off, length int64) (wire.Entry, error) {
+	const op = "fallocate"
+	if err := s.checkWrite(op, path); err != nil {
+		return wire.Entry{}, err
+	}
+	if mode&^fallocKnown != 0 {
+		return wire.Entry{}, fail(op, path, errnoErr(fmt.Sprintf("unsupported fallocate mode %#x", mode), syscall.EOPNOTSUPP))
+	}
+	if err := checkRange(op, path, off, length); err != nil {
+		return wire.Entry{}, err
+	}
+	f, err := s.openRegular(op, path, rootName(path), os.O_WRONLY)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	if err := fallocate(f, mode, off, length); err != nil {
+		f.Close()
+		return wire.Entry{}, fail(op, path, err)
+	}
+	return s.closeWithEntry(op, path, f)
+}
+
+// Statfs describes the filesystem that holds the share, as statfs(2) reports it for the
+// share's folder. Bsize is the unit of the block counts.
+func (s *Share) Statfs() (wire.Statfs, error) {
+	const op = "statfs"
+	d, err := s.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return wire.Statfs{}, fail(op, "", err)
+	}
+	defer d.Close()
+	st, err := statfs(d)
+	if err != nil {
+		return wire.Statfs{}, fail(op, "", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,39 @@
+//go:build !linux
+
+package share
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Off Linux a share serves the mount's portable operations only: plain renames, but no rename
+// flags (EINVAL, as renameat2 answers where a filesystem lacks them), no statfs (ENOSYS), no
+// extended attributes and no fallocate (EOPNOTSUPP).
+
+const fallocKnown = 0
+
+func renameAt(fromDir int, fromName string, toDir int, toName string, flags uint32) error {
+	if flags != 0 {
+		return syscall.EINVAL
+	}
+	return unix.Renameat(fromDir, fromName, toDir, toName)
+}
+
+func statfs(d *os.File) (wire.Statfs, error) { return wire.Statfs{}, syscall.ENOSYS }
+
+func getXattr(f *os.File, name string) ([]byte, error) { return nil, syscall.EOPNOTSUPP }
+
+func listXattr(f *os.File) ([]string, error) { return nil, nil }
+
+func setXattr(f *os.File, name string, value []byte, flags uint32) error { return syscall.EOPNOTSUPP }
+
+func removeXattr(f *os.File, name string) error { return syscall.EOPNOTSUPP }
+
+func fallocate(f *os.File, mode uint32, off, length int64) error { return syscall.EOPNOTSUPP }
+
+func fdatasync(f *os.File) error { return f.Sync() }

@@ -1,0 +1,255 @@
+// Package tree is the mount side's replica of a peer's share metadata: the directories it has
+// listed, with every entry's attributes and the inline content of small files. Once a
+// directory is listed, lookups and stats in it cost no round trip; change events pushed by the
+// owner keep the replica current and say what the kernel must forget. It does no I/O itself.
+package tree
+
+import (
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// Replica holds listed directories by share-relative path ("" is the root). Safe for
+// concurrent use.
+type Replica struct {
+	// TTL bounds how long a listing is trusted when no change events arrive (0: forever,
+	// the normal case while the owner pushes events).
+	TTL time.Duration
+
+	mu   sync.Mutex
+	root wire.Entry
+	dirs map[string]*dir
+}
+
+type dir struct {
+	entries map[string]wire.Entry
+	// unknown names changed on the owner: their entries must be asked for again. A change
+	// event can overtake or trail this mount's own operations on the same name, so the
+	// replica never trusts an event's content; it only forgets.
+	unknown map[string]bool
+	listed  time.Time
+}
+
+// New returns an empty replica.
+func New() *Replica { return &Replica{dirs: map[string]*dir{}} }
+
+func (r *Replica) fresh(d *dir) bool {
+	return d != nil && (r.TTL == 0 || time.Since(d.listed) < r.TTL)
+}
+
+// Split returns the parent directory and base name of a share-relative path.
+func Split(p string) (string, string) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return "", p
+	}
+	return p[:i], p[i+1:]
+}
+
+// Lookup answers for name in directory dirPath: its entry and whether it exists. listed says
+// whether the answer is authoritative (the directory is listed); if not, ask the owner.
+func (r *Replica) Lookup(dirPath, name string) (e wire.Entry, found, listed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.dirs[dirPath]
+	if !r.fresh(d) {
+		return wire.Entry{}, false, false
+	}
+	if d.unknown[name] {
+		return wire.Entry{}, false, false
+	}
+	e, found = d.entries[name]
+	return e, found, true
+}
+
+// DirListed reports whether dirPath's listing is known (even if some names in it are not).
+func (r *Replica) DirListed(dirPath string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fresh(r.dirs[dirPath])
+}
+
+// Invalidate forgets what is known of one path without concluding anything: the next
+// lookup asks the owner. Listed directories below it are dropped.
+func (r *Replica) Invalidate(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p == "" {
+		r.root = wire.Entry{}
+		return
+	}
+	dirPath, name := Split(p)
+	if d := r.dirs[dirPath]; d != nil {
+		delete(d.entries, name)
+		if d.unknown == nil {
+			d.unknown = map[string]bool{}
+		}
+		d.unknown[name] = true
+	}
+	r.dropBelow(p)
+}
+
+// Stat returns the cached entry of a path, if its parent is listed.
+func (r *Replica) Stat(p string) (wire.Entry, bool) {
+	if p == "" {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.root, r.root.Mode != 0
+	}
+	dirPath, name := Split(p)
+	e, found, listed := r.Lookup(dirPath, name)
+	return e, found && listed
+}
+
+// Entries returns a listed directory's entries, sorted by name, or false.
+func (r *Replica) Entries(dirPath string) ([]wire.Entry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.dirs[dirPath]
+	if !r.fresh(d) || len(d.unknown) > 0 {
+		return nil, false
+	}
+	out := make([]wire.Entry, 0, len(d.entries))
+	for _, e := range d.entries {
+		out = append(out, e)
+	}
+	sortEntries(out)
+	return out, true
+}
+
+// SetDir records a directory listing.
+func (r *Replica) SetDir(dirPath string, entries []wire.Entry) {
+	m := make(map[string]wire.Entry, len(entries))
+	for _, e := range entries {
+		m[e.Name] = e
+	}
+	r.mu.Lock()
+	r.dirs[dirPath] = &dir{entries: m, listed: time.Now()}
+	r.mu.Unlock()
+}
+
+// Put records the attributes of one path (in its parent's listing, if listed). Inline data
+// is kept only if e carries it.
+func (r *Replica) Put(p string, e wire.Entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p == "" {
+		e.Name = ""
+		r.root = e
+		return
+	}
+	dirPath, name := Split(p)
+	e.Name = name
+	if d := r.dirs[dirPath]; d != nil {
+		d.entries[name] = e
+		delete(d.unknown, name)
+	}
+}
+
+// Remove forgets one path, and everything below it if it was a directory.
+func (r *Replica) Remove(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dirPath, name := Split(p)
+	if d := r.dirs[dirPath]; d != nil {
+		delete(d.entries, name)
+		delete(d.unknown, name)
+	}
+	r.dropBelow(p)
+}
+
+// Forget drops the listing of dirPath and everything below it (a rescan), and the entry of
+// the path itself in its parent.
+func (r *Replica) Forget(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p == "" {
+		r.dirs = map[string]*dir{}
+		return
+	}
+	r.dropBelow(p)
+	dirPath, name := Split(p)
+	if d := r.dirs[dirPath]; d != nil {
+		delete(d.entries, name)
+		d.listed = time.Time{} // the parent must be listed again to learn the entry
+		if r.TTL == 0 {
+			delete(r.dirs, dirPath)
+		}
+	}
+}
+
+func (r *Replica) dropBelow(p string) {
+	delete(r.dirs, p)
+	prefix := p + "/"
+	for k := range r.dirs {
+		if strings.HasPrefix(k, prefix) {
+			delete(r.dirs, k)
+		}
+	}
+}
+
+// Rename moves an entry (and listed directories below it) from one path to another,
+// replacing what was at the destination.
+func (r *Replica) Rename(from, to string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fd, fn := Split(from)
+	td, tn := Split(to)
+	var e wire.Entry
+	var ok bool
+	if d := r.dirs[fd]; d != nil {
+		e, ok = d.entries[fn]
+		delete(d.entries, fn)
+	}
+	r.dropBelow(to)
+	if d := r.dirs[td]; d != nil {
+		if ok {
+			e.Name = tn
+			d.entries[tn] = e
+		} else {
+			delete(d.entries, tn)
+			d.listed = time.Time{}
+			delete(r.dirs, td)
+		}
+	}
+	prefix := from + "/"
+	moved := map[string]*dir{}
+	for k, d := range r.dirs {
+		if k == from || strings.HasPrefix(k, prefix) {
+			moved[to+k[len(from):]] = d
+			delete(r.dirs, k)
+		}
+	}
+	for k, d := range moved {
+		r.dirs[k] = d
+	}
+}
+
+// Exchange swaps two paths atomically (RENAME_EXCHANGE).
+func (r *Replica) Exchange(a, b string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Simplest correct answer: forget both parents' listings and both subtrees.
+	for _, p := range []string{a, b} {
+		r.dropBelow(p)
+		dirPath, _ := Split(p)
+		delete(r.dirs, dirPath)
+	}
+}
+
+func sortEntries(es []wire.Entry) {
+	slices.SortFunc(es, func(a, b wire.Entry) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// Join joins a directory path and a name.
+func Join(dirPath, name string) string {
+	if dirPath == "" {
+		return name
+	}
+	return path.Join(dirPath, name)
+}

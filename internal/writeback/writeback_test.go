@@ -1,0 +1,131 @@
+package writeback
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// owner is a fake destination that records what reached it.
+type owner struct {
+	mu    sync.Mutex
+	data  []byte
+	calls int
+	fail  func(off int64) error
+}
+
+func (o *owner) send(_ context.Context, off int64, p []byte) error {
+	if o.fail != nil {
+		if err := o.fail(off); err != nil {
+			return err
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls++
+	if need := off + int64(len(p)); int64(len(o.data)) < need {
+		o.data = append(o.data, make([]byte, need-int64(len(o.data)))...)
+	}
+	copy(o.data[off:], p)
+	return nil
+}
+
+func TestRandomWritesMatchAFile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var f File
+	var o owner
+	want := make([]byte, 8<<20)
+	for i := 0; i < 2000; i++ {
+		off := rng.IntN(len(want) - 70000)
+		n := 1 + rng.IntN(65536)
+		p := make([]byte, n)
+		for j := range p {
+			p[j] = byte(rng.Uint32())
+		}
+		copy(want[off:], p)
+		f.Write(p, int64(off))
+		if i%500 == 499 {
+			if err := f.Flush(context.Background(), o.send); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := f.Flush(context.Background(), o.send); err != nil {
+		t.Fatal(err)
+	}
+	if f.Dirty() != 0 {
+		t.Fatalf("dirty %d after flush", f.Dirty())
+	}
+	got := o.data
+	if len(got) < len(want) {
+		got = append(got, make([]byte, len(want)-len(got))...)
+	}
+	if !bytes.Equal(got[:len(want)], want) {
+		t.Fatal("owner's copy differs from the writes")
+	}
+}
+
+func TestSequentialWritesBatchIntoLargePieces(t *testing.T) {
+	var f File
+	var o owner
+	p := make([]byte, 4096)
+	for off := 0; off < 8<<20; off += len(p) {
+		f.Write(p, int64(off))
+	}
+	if f.Dirty() != 8<<20 {
+		t.Fatalf("dirty %d", f.Dirty())
+	}
+	if err := f.Flush(context.Background(), o.send); err != nil {
+		t.Fatal(err)
+	}
+	if o.calls != 8 {
+		t.Fatalf("%d WRITEs for 8 MiB of 4 KiB writes, want 8 of 1 MiB", o.calls)
+	}
+}
+
+func TestFlushErrorKeepsDataAndIsReported(t *testing.T) {
+	var f File
+	full := errors.New("ENOSPC")
+	o := owner{fail: func(off int64) error {
+		if off >= 1<<20 {
+			return full
+		}
+		return nil
+	}}
+	f.Write(make([]byte, 3<<20), 0)
+	if err := f.Flush(context.Background(), o.send); !errors.Is(err, full) {
+		t.Fatalf("flush error %v", err)
+	}
+	if f.Dirty() != 2<<20 {
+		t.Fatalf("after a failed flush %d bytes dirty, want the 2 MiB that failed", f.Dirty())
+	}
+	o.fail = nil
+	if err := f.Flush(context.Background(), o.send); err != nil {
+		t.Fatal(err)
+	}
+	f.Fail(full)
+	if err := f.Err(); !errors.Is(err, full) {
+		t.Fatalf("Err = %v", err)
+	}
+	if err := f.Err(); err != nil {
+		t.Fatalf("error reported twice: %v", err)
+	}
+}
+
+func TestTruncateDropsDirtyTail(t *testing.T) {
+	var f File
+	var o owner
+	f.Write(bytes.Repeat([]byte{1}, 100), 0)
+	f.Write(bytes.Repeat([]byte{2}, 100), 200)
+	f.Truncate(50)
+	if f.Dirty() != 50 {
+		t.Fatalf("dirty %d", f.Dirty())
+	}
+	f.Flush(context.Background(), o.send)
+	if len(o.data) != 50 {
+		t.Fatalf("owner got %d bytes", len(o.data))
+	}
+}
