@@ -21,14 +21,6 @@ import (
 	"github.com/peerfs/peerfs/internal/transport"
 )
 
-type linkOptions struct {
-	Size   int64
-	Runs   int
-	Dir    string
-	Peerfs string
-	Out    string
-}
-
 // sample is one timed run of one path.
 type sample struct {
 	Seconds    float64 `json:"seconds"`
@@ -48,7 +40,7 @@ type report struct {
 	Paths   []pathResult `json:"paths"`
 }
 
-func runLink(ctx context.Context, o linkOptions) error {
+func runLink(ctx context.Context, o commonOptions) error {
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "peerfs-bench-")
 		if err != nil {
@@ -66,7 +58,7 @@ func runLink(ctx context.Context, o linkOptions) error {
 	if err := writeRandom(file, o.Size); err != nil {
 		return err
 	}
-	peers, err := startPeers(ctx, o, src)
+	peers, err := startPeers(ctx, o.Peerfs, o.Dir, src, true)
 	if err != nil {
 		return err
 	}
@@ -83,7 +75,7 @@ func runLink(ctx context.Context, o linkOptions) error {
 			return cpOnce(file, filepath.Join(o.Dir, fmt.Sprint("cp-", i)))
 		}},
 		{"peerfs pull", func(ctx context.Context, i int) (sample, error) {
-			return peers.pullOnce(ctx, filepath.Join(o.Dir, fmt.Sprint("pull-", i)))
+			return peers.pullOnce(ctx, filepath.Join(o.Dir, fmt.Sprint("pull-", i)), o.Size)
 		}},
 	}
 	rep := report{Machine: machine(), Size: o.Size, Runs: o.Runs}

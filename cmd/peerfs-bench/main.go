@@ -1,6 +1,8 @@
 // Command peerfs-bench measures peerfs against references taken in the same run, on loopback:
 //
-//	peerfs-bench link [--size 1GiB] [--runs 3] [--dir DIR] [--peerfs BIN] [--out FILE]
+//	peerfs-bench link  [--size 1GiB] [--runs 3] [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]
+//	peerfs-bench mount [--size 1GiB] [--runs 3] [--files 1000] [--creates 1000] [--no-sshfs]
+//	                   [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]
 //
 // "link" moves one file of --size over plain TCP, over bare TLS 1.3 (crypto/tls with the
 // exact configuration peerfs uses), over peerfs's TLS transport (the same, with record
@@ -8,6 +10,21 @@
 // also times a native cp of the same file on the same disk, the ceiling for anything that
 // writes the file. Each path runs --runs times, interleaved; it prints medians with min and
 // max, CPU seconds per GiB (both ends), the ratios, and the daemons' peak RSS.
+//
+// "mount" starts the same two daemons, mounts the owner's read-write share through the second
+// and runs five workloads through the mount: a cold sequential read of a --size file, a warm
+// re-read of it, a write of a --size file with cp, a git clone of a generated repository of
+// --files files, and the creation of --creates files of 4 KiB. The same workloads run on the
+// owner's disk (native) and, when sshfs and sshd are installed, over an sshfs mount of the same
+// owner folder served by an sshd the benchmark starts on 127.0.0.1. Each target runs --runs
+// times, interleaved; it prints medians with min and max and the ratios.
+//
+// With PEERFS_BENCH_PROFILE_DIR set, the daemons write CPU profiles there: alpha.cpu and
+// beta.cpu, and beta-2.cpu, beta-3.cpu... for the daemons the mount benchmark restarts to
+// empty the cache (go tool pprof bin/peerfs DIR/beta.cpu).
+//
+// --quick shrinks everything (16 MiB, one run, 100 files) so a test can run the harness in
+// seconds; flags given explicitly still win.
 package main
 
 import (
@@ -19,28 +36,102 @@ import (
 	"syscall"
 )
 
+const usage = `usage:
+  peerfs-bench link  [--size 1GiB] [--runs 3] [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]
+  peerfs-bench mount [--size 1GiB] [--runs 3] [--files 1000] [--creates 1000] [--no-sshfs]
+                     [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]`
+
+// commonOptions are the flags every benchmark takes.
+type commonOptions struct {
+	Size   int64
+	Runs   int
+	Dir    string
+	Peerfs string
+	Out    string
+	Quick  bool
+}
+
+// Sizes --quick uses: large enough to cross several 256 KiB cache chunks and 1 MiB FUSE
+// requests, small enough that both benchmarks finish in seconds.
+const (
+	quickSize  = 16 << 20
+	quickRuns  = 1
+	quickFiles = 100
+)
+
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "link" {
-		fmt.Fprintln(os.Stderr, "usage: peerfs-bench link [--size 1GiB] [--runs 3] [--dir DIR] [--peerfs BIN] [--out FILE]")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	fs := flag.NewFlagSet("link", flag.ExitOnError)
-	var o linkOptions
-	size := fs.String("size", "1GiB", "bytes to move per run (KiB, MiB, GiB suffixes)")
+	verb := os.Args[1]
+	if verb == "create-files" && len(os.Args) == 4 { // the mount benchmark's child; see createFiles
+		var n int
+		fmt.Sscan(os.Args[3], &n)
+		if err := createFiles(os.Args[2], n); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	fs := flag.NewFlagSet(verb, flag.ExitOnError)
+	fs.Usage = func() { fmt.Fprintln(os.Stderr, usage); fs.PrintDefaults() }
+	var o commonOptions
+	size := fs.String("size", "1GiB", "bytes per file and run (KiB, MiB, GiB suffixes)")
 	fs.IntVar(&o.Runs, "runs", 3, "runs per path; medians are reported")
 	fs.StringVar(&o.Dir, "dir", "", "work directory (default: a new one under $TMPDIR, removed at the end)")
 	fs.StringVar(&o.Peerfs, "peerfs", "bin/peerfs", "the peerfs binary to benchmark")
 	fs.StringVar(&o.Out, "out", "", "also write the results as JSON to this file")
-	fs.Parse(os.Args[2:])
-	var err error
-	if o.Size, err = parseSize(*size); err != nil {
-		fmt.Fprintln(os.Stderr, "peerfs-bench:", err)
+	fs.BoolVar(&o.Quick, "quick", false, "tiny sizes and one run, to check the harness (16 MiB, 100 files)")
+	var mo mountOptions
+	switch verb {
+	case "link":
+	case "mount":
+		fs.IntVar(&mo.Files, "files", 1000, "files in the repository that git clone copies")
+		fs.IntVar(&mo.Creates, "creates", 1000, "files of 4 KiB the create workload makes")
+		fs.BoolVar(&mo.NoSSHFS, "no-sshfs", false, "skip the sshfs column")
+	default:
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	fs.Parse(os.Args[2:])
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.Quick {
+		if !set["size"] {
+			*size = fmt.Sprint(quickSize)
+		}
+		if !set["runs"] {
+			o.Runs = quickRuns
+		}
+		if !set["files"] {
+			mo.Files = quickFiles
+		}
+		if !set["creates"] {
+			mo.Creates = quickFiles
+		}
+	}
+	var err error
+	if o.Size, err = parseSize(*size); err != nil || o.Size <= 0 || o.Runs < 1 {
+		fmt.Fprintf(os.Stderr, "peerfs-bench: bad --size %q or --runs %d\n", *size, o.Runs)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if err := runLink(ctx, o); err != nil {
+	if verb == "link" {
+		err = runLink(ctx, o)
+	} else {
+		mo.commonOptions = o
+		err = runMount(ctx, mo)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "peerfs-bench: interrupted; what it had started is stopped and unmounted")
+		stop()
+		os.Exit(130)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "peerfs-bench:", err)
+		stop()
 		os.Exit(1)
 	}
 }

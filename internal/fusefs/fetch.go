@@ -134,11 +134,11 @@ func (r *Root) fetchPiece(f *fetcher, p string, cf *cache.File, pc cache.Range) 
 	if err != nil {
 		return err
 	}
+	if int64(got) < pc.Len {
+		return errShrank // the owner's file is shorter than the version being cached
+	}
 	if _, err := cf.WriteAt(buf[:got], pc.Off); err != nil {
 		return err
-	}
-	if int64(got) < pc.Len {
-		return errShrank
 	}
 	return nil
 }

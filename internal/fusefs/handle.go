@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 
@@ -62,6 +63,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // openHandle builds the handle for an open of the file described by e.
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1}
+	n.mu.Lock()
+	n.opens++
+	n.mu.Unlock()
 	if h.writable {
 		n.mu.Lock()
 		n.writers++
@@ -134,7 +138,24 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			ahead = min(end+readahead, size)
 		}
 		if err := n.root.fetch(ctx, n.path(), cf, off, end, ahead); err != nil {
-			return nil, toErrno(err)
+			if !errors.Is(err, errShrank) {
+				return nil, toErrno(err)
+			}
+			// The file changed on the owner since this version was cached: start over
+			// from its current attributes, once.
+			n.root.forgetContent(n.path())
+			n.root.replica.Invalidate(n.path())
+			if cf, errno = h.cacheFile(ctx); errno != 0 {
+				return nil, errno
+			}
+			size = cf.Version().Size
+			if off >= size {
+				return fuse.ReadResultData(nil), 0
+			}
+			end = min(off+int64(len(dest)), size)
+			if err := n.root.fetch(ctx, n.path(), cf, off, end, end); err != nil {
+				return nil, toErrno(err)
+			}
 		}
 	} else {
 		n.root.stats.hits.Add(1)
@@ -210,7 +231,9 @@ func (n *Node) flush(ctx context.Context) syscall.Errno {
 		e, err := n.root.owner.Write(ctx, p, off, data)
 		if err == nil {
 			lastMu.Lock()
-			if e.MtimeNs >= last.MtimeNs || e.Size > last.Size {
+			// Pieces complete in any order; sizes only grow during a flush, so the reply
+			// with the largest size (then the latest mtime) is the file as it now is.
+			if e.Size > last.Size || e.Size == last.Size && e.MtimeNs >= last.MtimeNs {
 				last = e
 			}
 			lastMu.Unlock()
@@ -259,17 +282,31 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 	if cf != nil {
 		cf.Release()
 	}
+	var errno syscall.Errno
 	if h.writable {
-		errno := h.n.flush(ctx)
-		h.n.mu.Lock()
+		errno = h.n.flush(ctx)
+	}
+	h.n.mu.Lock()
+	h.n.opens--
+	if h.writable {
 		h.n.writers--
 		if h.n.writers == 0 && h.n.wb.Dirty() == 0 {
 			h.n.localSize = -1
 		}
-		h.n.mu.Unlock()
-		return errno
 	}
-	return 0
+	hidden := ""
+	if h.n.opens == 0 {
+		hidden, h.n.hidden = h.n.hidden, ""
+	}
+	h.n.mu.Unlock()
+	if hidden != "" {
+		// The last close of a file unlinked while open: now delete it on the owner.
+		if err := h.n.root.owner.Unlink(context.WithoutCancel(ctx), hidden); err != nil {
+			h.n.root.log.Warn("could not delete an unlinked file on the owner", "path", hidden, "err", err)
+		}
+		h.n.root.forgetContent(hidden)
+	}
+	return errno
 }
 
 var _ = (fs.FileAllocater)((*Handle)(nil))

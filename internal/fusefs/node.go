@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -22,10 +23,26 @@ type Node struct {
 	mu        sync.Mutex
 	localSize int64 // size including data not yet sent, -1 when none is pending
 	writers   int   // open handles that may write
-	wb        writeback.File
+	opens     int   // open handles
+	// hidden is the owner-side name of a file unlinked while open here: like NFS, the file is
+	// renamed to a hidden name instead of deleted, and deleted at the last close.
+	hidden string
+	last   wire.Entry // the attributes last seen, for files open for writing
+	wb     writeback.File
 }
 
-func (n *Node) path() string { return n.Path(n.root.EmbeddedInode()) }
+func (n *Node) path() string {
+	n.mu.Lock()
+	hidden := n.hidden
+	n.mu.Unlock()
+	if hidden != "" {
+		return hidden
+	}
+	return n.Path(n.root.EmbeddedInode())
+}
+
+// hiddenPrefix starts the owner-side names of files unlinked while open through a mount.
+const hiddenPrefix = ".peerfs-unlinked-"
 
 // entry returns the node's attributes: from the replica when its directory is listed, else
 // from the owner.
@@ -48,9 +65,11 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 	out.Ino = e.Ino
 	out.Size = e.Size
 	n.mu.Lock()
+	n.last = *e
 	if n.localSize >= 0 && n.writers > 0 && uint64(n.localSize) > out.Size {
 		out.Size = uint64(n.localSize)
 	}
+	unlinked := n.hidden != ""
 	n.mu.Unlock()
 	out.Blocks = (out.Size + 511) / 512
 	out.Atime, out.Atimensec = uint64(e.AtimeNs/1e9), uint32(e.AtimeNs%1e9)
@@ -58,6 +77,9 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 	out.Ctime, out.Ctimensec = uint64(e.CtimeNs/1e9), uint32(e.CtimeNs%1e9)
 	out.Mode = e.Mode
 	out.Nlink = max(e.Nlink, 1)
+	if unlinked {
+		out.Nlink = 0 // unlinked, still open
+	}
 	// Files appear owned by the mounting user, as with sshfs -o idmap=user: the owner's
 	// numeric IDs mean nothing here, and tools like git refuse repositories owned by others.
 	out.Uid, out.Gid = n.root.opts.UID, n.root.opts.GID
@@ -80,6 +102,9 @@ var _ = (fs.NodeLookuper)((*Node)(nil))
 // it (with small files inline) and answers this and every later lookup in it.
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.root.stats.lookup.Add(0)
+	if len(name) > wire.MaxNameLen {
+		return nil, syscall.ENAMETOOLONG
+	}
 	dir := n.path()
 	e, found, listed := n.root.replica.Lookup(dir, name)
 	switch {
@@ -128,6 +153,18 @@ var _ = (fs.NodeGetattrer)((*Node)(nil))
 
 func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.root.stats.getattr.Add(0)
+	// While this mount writes a file, its own view is the one that matters (close-to-open):
+	// the kernel asks for attributes around every write, and must not wait for the owner.
+	n.mu.Lock()
+	last, writing := n.last, n.writers > 0 && n.last.Mode != 0
+	n.mu.Unlock()
+	if writing {
+		if e, ok := n.root.replica.Stat(n.path()); ok {
+			last = e
+		}
+		n.fill(&last, &out.Attr)
+		return 0
+	}
 	e, err := n.entry(ctx)
 	if err != nil {
 		return toErrno(err)
@@ -230,6 +267,11 @@ var _ = (fs.NodeGetxattrer)((*Node)(nil))
 
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	n.root.stats.xattr.Add(0)
+	// Owners serve only the user namespace. The kernel asks for security.capability before
+	// every write (to drop file capabilities): answer that here, not with a round trip.
+	if !strings.HasPrefix(attr, "user.") {
+		return 0, syscall.ENODATA
+	}
 	n.root.stats.roundTrips.Add(1)
 	v, err := n.root.owner.GetXattr(ctx, n.path(), attr)
 	if err != nil {
@@ -264,6 +306,9 @@ var _ = (fs.NodeSetxattrer)((*Node)(nil))
 
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	n.root.stats.xattr.Add(int64(len(data)))
+	if !strings.HasPrefix(attr, "user.") {
+		return syscall.EOPNOTSUPP
+	}
 	n.root.stats.roundTrips.Add(1)
 	return toErrno(n.root.owner.SetXattr(ctx, n.path(), attr, data, flags))
 }
@@ -274,6 +319,16 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	n.root.stats.xattr.Add(0)
 	n.root.stats.roundTrips.Add(1)
 	return toErrno(n.root.owner.RemoveXattr(ctx, n.path(), attr))
+}
+
+// checkName refuses names the owner cannot hold, with the errno a local filesystem gives.
+func checkName(names ...string) syscall.Errno {
+	for _, name := range names {
+		if len(name) > wire.MaxNameLen {
+			return syscall.ENAMETOOLONG
+		}
+	}
+	return 0
 }
 
 // childPath is the share path of name in directory n.

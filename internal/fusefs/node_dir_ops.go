@@ -2,11 +2,16 @@ package fusefs
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -28,6 +33,9 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	}
 	list := make([]fuse.DirEntry, 0, len(entries))
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name, hiddenPrefix) {
+			continue // unlinked files still open somewhere
+		}
 		list = append(list, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino})
 	}
 	return fs.NewListDirStream(list), 0
@@ -36,6 +44,9 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 var _ = (fs.NodeMkdirer)((*Node)(nil))
 
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if errno := checkName(name); errno != 0 {
+		return nil, errno
+	}
 	n.root.stats.mkdir.Add(0)
 	p := n.childPath(name)
 	if e, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
@@ -58,6 +69,9 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 var _ = (fs.NodeSymlinker)((*Node)(nil))
 
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if errno := checkName(name); errno != 0 {
+		return nil, errno
+	}
 	n.root.stats.symlink.Add(0)
 	p := n.childPath(name)
 	if _, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
@@ -78,6 +92,9 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 var _ = (fs.NodeLinker)((*Node)(nil))
 
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if errno := checkName(name); errno != 0 {
+		return nil, errno
+	}
 	n.root.stats.link.Add(0)
 	tn, ok := target.(*Node)
 	if !ok {
@@ -98,6 +115,9 @@ var _ = (fs.NodeCreater)((*Node)(nil))
 
 // Create makes a regular file on the owner and opens it.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if errno := checkName(name); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	n.root.stats.create.Add(0)
 	p := n.childPath(name)
 	var cf uint32
@@ -134,6 +154,12 @@ var _ = (fs.NodeUnlinker)((*Node)(nil))
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	n.root.stats.unlink.Add(0)
 	p := n.childPath(name)
+	if hid, errno := n.hideIfOpen(ctx, name, p); hid || errno != 0 {
+		if errno == 0 {
+			n.root.replica.Remove(p)
+		}
+		return errno
+	}
 	n.root.stats.roundTrips.Add(1)
 	if err := n.root.owner.Unlink(ctx, p); err != nil {
 		return toErrno(err)
@@ -149,17 +175,42 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	n.root.stats.rmdir.Add(0)
 	p := n.childPath(name)
 	n.root.stats.roundTrips.Add(1)
-	if err := n.root.owner.Rmdir(ctx, p); err != nil {
+	err := n.root.owner.Rmdir(ctx, p)
+	// The kernel sends RELEASE after close(2) returns, so a file unlinked while open may
+	// still be hidden in the directory for a moment: give those releases time to land.
+	for wait := 0; toErrno(err) == syscall.ENOTEMPTY && wait < 20 && n.onlyHidden(ctx, p); wait++ {
+		time.Sleep(50 * time.Millisecond)
+		err = n.root.owner.Rmdir(ctx, p)
+	}
+	if err != nil {
 		return toErrno(err)
 	}
 	n.root.replica.Remove(p)
 	return 0
 }
 
+// onlyHidden reports whether directory p on the owner holds nothing but files unlinked
+// while open through a mount.
+func (n *Node) onlyHidden(ctx context.Context, p string) bool {
+	entries, err := n.root.owner.ReadDir(ctx, p, 0)
+	if err != nil || len(entries) == 0 {
+		return false
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name, hiddenPrefix) {
+			return false
+		}
+	}
+	return true
+}
+
 var _ = (fs.NodeRenamer)((*Node)(nil))
 
 // Rename supports RENAME_NOREPLACE and RENAME_EXCHANGE (renameat2 flags pass through).
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if errno := checkName(name, newName); errno != 0 {
+		return errno
+	}
 	n.root.stats.rename.Add(0)
 	np, ok := newParent.(*Node)
 	if !ok {
@@ -179,6 +230,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		wf = wire.RenameExchange
 	default:
 		return syscall.EINVAL
+	}
+	// A file open here under the target name lives on, hidden, until its last close.
+	if wf == 0 {
+		if _, errno := np.hideIfOpen(ctx, newName, to); errno != 0 {
+			return errno
+		}
 	}
 	// Data written under the old name must land before the name changes.
 	if child := n.GetChild(name); child != nil {
@@ -204,3 +261,32 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 // renameNoReplace is Linux's RENAME_NOREPLACE flag of renameat2 (go-fuse names only EXCHANGE).
 const renameNoReplace = 0x1
+
+// hideIfOpen handles the removal of a name whose file is open here (by unlink, or by a
+// rename over it): like NFS, the file is renamed on the owner to a hidden name, keeps working
+// for its open descriptors, and is deleted at the last close. It reports whether it did so.
+func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Errno) {
+	child := n.GetChild(name)
+	if child == nil {
+		return false, 0
+	}
+	cn, ok := child.Operations().(*Node)
+	if !ok {
+		return false, 0
+	}
+	cn.mu.Lock()
+	open := cn.opens > 0 && cn.last.Nlink <= 1 && cn.hidden == ""
+	cn.mu.Unlock()
+	if !open {
+		return false, 0
+	}
+	hidden := tree.Join(n.path(), fmt.Sprintf("%s%016x", hiddenPrefix, rand.Uint64()))
+	n.root.stats.roundTrips.Add(1)
+	if err := n.root.owner.Rename(ctx, p, hidden, wire.RenameNoReplace); err != nil {
+		return false, toErrno(err)
+	}
+	cn.mu.Lock()
+	cn.hidden = hidden
+	cn.mu.Unlock()
+	return true, 0
+}

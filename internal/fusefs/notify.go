@@ -33,6 +33,13 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			// arriving after a new create): forget and let the next lookup ask the owner,
 			// rather than apply the event's view.
 			old, had := r.replica.Stat(p)
+			if ev.Kind == wire.EventChanged && ev.Entry.IsDir() {
+				// A directory's own attributes changed (its children come with their own
+				// events): keep its listing, forget only its entry.
+				r.replica.InvalidateEntry(p)
+				r.notify(p, false)
+				continue
+			}
 			r.replica.Invalidate(p)
 			if ev.Kind == wire.EventRemoved || !had || old.Size != ev.Entry.Size || old.MtimeNs != ev.Entry.MtimeNs || old.Ino != ev.Entry.Ino {
 				r.forgetContent(p)

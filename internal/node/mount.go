@@ -247,12 +247,16 @@ type mountOwner struct {
 
 var errLinkDown = errors.New("peer unreachable")
 
-func (o *mountOwner) rp(ctx context.Context) (remote.Peer, error) {
+// rp waits for the link (an interrupted wait returns EINTR) and returns the context for the
+// call itself, which a signal does not cancel: a local filesystem does not fail lstat or
+// rmdir with EINTR, and programs (stress-ng, make) do not expect it. A dead link still ends
+// the call, through keepalive.
+func (o *mountOwner) rp(ctx context.Context) (remote.Peer, context.Context, error) {
 	sess, err := o.p.session(ctx, o.wait)
 	if err != nil {
-		return remote.Peer{}, fmt.Errorf("%w: %v", errLinkDown, err)
+		return remote.Peer{}, nil, fmt.Errorf("%w: %v", errLinkDown, err)
 	}
-	return remote.Peer{S: sess}, nil
+	return remote.Peer{S: sess}, context.WithoutCancel(ctx), nil
 }
 
 // The fusefs.Owner methods: each waits for the link, then makes one call on the share.
@@ -260,7 +264,7 @@ func (o *mountOwner) rp(ctx context.Context) (remote.Peer, error) {
 var _ fusefs.Owner = (*mountOwner)(nil)
 
 func (o *mountOwner) Stat(ctx context.Context, path string) (wire.Entry, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -268,7 +272,7 @@ func (o *mountOwner) Stat(ctx context.Context, path string) (wire.Entry, error) 
 }
 
 func (o *mountOwner) ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +280,7 @@ func (o *mountOwner) ReadDir(ctx context.Context, path string, inlineMax uint32)
 }
 
 func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byte) (int, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -284,7 +288,7 @@ func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byt
 }
 
 func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.Entry, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -292,7 +296,7 @@ func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []b
 }
 
 func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -300,7 +304,7 @@ func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32
 }
 
 func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}
@@ -308,7 +312,7 @@ func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) error 
 }
 
 func (o *mountOwner) Symlink(ctx context.Context, path, target string) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}
@@ -316,7 +320,7 @@ func (o *mountOwner) Symlink(ctx context.Context, path, target string) error {
 }
 
 func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -324,7 +328,7 @@ func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, err
 }
 
 func (o *mountOwner) Unlink(ctx context.Context, path string) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}
@@ -332,7 +336,7 @@ func (o *mountOwner) Unlink(ctx context.Context, path string) error {
 }
 
 func (o *mountOwner) Rmdir(ctx context.Context, path string) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}
@@ -340,7 +344,7 @@ func (o *mountOwner) Rmdir(ctx context.Context, path string) error {
 }
 
 func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}
@@ -348,7 +352,7 @@ func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) 
 }
 
 func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Entry, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -357,7 +361,7 @@ func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Ent
 }
 
 func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -365,7 +369,7 @@ func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, of
 }
 
 func (o *mountOwner) Fsync(ctx context.Context, path string, dataOnly bool) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}
@@ -373,7 +377,7 @@ func (o *mountOwner) Fsync(ctx context.Context, path string, dataOnly bool) erro
 }
 
 func (o *mountOwner) Statfs(ctx context.Context) (wire.Statfs, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Statfs{}, err
 	}
@@ -381,7 +385,7 @@ func (o *mountOwner) Statfs(ctx context.Context) (wire.Statfs, error) {
 }
 
 func (o *mountOwner) GetXattr(ctx context.Context, path, name string) ([]byte, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +393,7 @@ func (o *mountOwner) GetXattr(ctx context.Context, path, name string) ([]byte, e
 }
 
 func (o *mountOwner) ListXattr(ctx context.Context, path string) ([]string, error) {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +401,7 @@ func (o *mountOwner) ListXattr(ctx context.Context, path string) ([]string, erro
 }
 
 func (o *mountOwner) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}
@@ -405,7 +409,7 @@ func (o *mountOwner) SetXattr(ctx context.Context, path, name string, value []by
 }
 
 func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
-	rp, err := o.rp(ctx)
+	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return err
 	}

@@ -60,8 +60,6 @@ func mountShare(t *testing.T, params ...func(*api.MountParams)) *mounted {
 // posixExcluded are the go-fuse POSIX tests that do not apply to a network filesystem whose
 // owner holds the only copy, each with its reason.
 var posixExcluded = map[string]string{
-	"FstatDeleted":    "an unlinked open file is gone on the owner: protocol v1 addresses files by path, like sshfs",
-	"NlinkZero":       "same: fstat of an unlinked open file needs owner-side open handles",
 	"FdLeak":          "counts the test process's own fds, which the in-process FUSE server and its links also use",
 	"DirectIO":        "needs a filesystem that opens files with FOPEN_DIRECT_IO",
 	"OpenSymlinkRace": "races symlink replacement against opens for 10 s; exercised instead by the workload tests",

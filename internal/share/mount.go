@@ -59,7 +59,11 @@ func (s *Share) ReadDirInline(path string, inlineMax int) ([]wire.Entry, error) 
 // inline reads the regular file at path (valid) into e if it is still the file e describes
 // and holds at most max bytes; otherwise e is left as it is.
 func (s *Share) inline(path string, e *wire.Entry, max int) {
-	f, err := s.openRegular("readdir", path, path, os.O_RDONLY)
+	// A listing reads ahead of any reader: it must not move the owner's atimes.
+	f, err := s.openRegular("readdir", path, path, os.O_RDONLY|oNoatime)
+	if err != nil && oNoatime != 0 {
+		f, err = s.openRegular("readdir", path, path, os.O_RDONLY) // O_NOATIME needs file ownership
+	}
 	if err != nil {
 		return
 	}
@@ -339,7 +343,9 @@ func (s *Share) Fsync(path string, dataOnly bool) error {
 	// Read-only is enough to flush; a file its owner may only write is opened for writing.
 	f, err := s.root.OpenFile(rootName(path), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, fs.ErrPermission) {
-		f, err = s.root.OpenFile(rootName(path), os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+		if wf, werr := s.root.OpenFile(rootName(path), os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0); werr == nil {
+			f, err = wf, nil
+		}
 	}
 	if err != nil {
 		return fail(op, path, err)

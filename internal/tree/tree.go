@@ -74,6 +74,25 @@ func (r *Replica) DirListed(dirPath string) bool {
 	return r.fresh(r.dirs[dirPath])
 }
 
+// InvalidateEntry forgets the attributes of one path, keeping its listing if it is a
+// directory: the next stat asks the owner.
+func (r *Replica) InvalidateEntry(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p == "" {
+		r.root = wire.Entry{}
+		return
+	}
+	dirPath, name := Split(p)
+	if d := r.dirs[dirPath]; d != nil {
+		delete(d.entries, name)
+		if d.unknown == nil {
+			d.unknown = map[string]bool{}
+		}
+		d.unknown[name] = true
+	}
+}
+
 // Invalidate forgets what is known of one path without concluding anything: the next
 // lookup asks the owner. Listed directories below it are dropped.
 func (r *Replica) Invalidate(p string) {

@@ -1,0 +1,249 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/peertest"
+)
+
+func counter(t *testing.T, m *mounted, name string) int64 {
+	t.Helper()
+	res, err := m.b.N.Stats(context.Background(), api.UnmountParams{Dir: m.mnt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Counters[name]
+}
+
+func opCalls(t *testing.T, m *mounted, name string) int64 {
+	t.Helper()
+	res, err := m.b.N.Stats(context.Background(), api.UnmountParams{Dir: m.mnt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Ops {
+		if o.Name == name {
+			return o.Calls
+		}
+	}
+	return 0
+}
+
+// TestMountPassthrough proves that a fully cached file is read by the kernel from the cache
+// file: a second full read sends no READ to the daemon.
+func TestMountPassthrough(t *testing.T) {
+	m := mountShare(t)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "f.bin"), 16<<20, 21)
+	want, _ := os.ReadFile(filepath.Join(m.share, "f.bin"))
+	got, err := os.ReadFile(filepath.Join(m.mnt, "f.bin"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("first read: %v", err)
+	}
+	readsBefore := opCalls(t, m, "read")
+	got, err = os.ReadFile(filepath.Join(m.mnt, "f.bin"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("second read: %v", err)
+	}
+	if counter(t, m, "passthrough_opens") == 0 {
+		t.Skip("the kernel refused FUSE passthrough here (needs CAP_SYS_ADMIN and a kernel with FUSE passthrough)")
+	}
+	if after := opCalls(t, m, "read"); after != readsBefore {
+		t.Fatalf("a passthrough read still sent %d READs to the daemon", after-readsBefore)
+	}
+}
+
+// TestMountOwnerKilled: an application writing or reading when the owner's daemon dies gets
+// an error within the wait bound instead of hanging, and the mount works again once the owner
+// is back.
+func TestMountOwnerKilled(t *testing.T) {
+	m := mountShare(t, func(p *api.MountParams) { p.WaitSeconds = 2 })
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "big.bin"), 256<<20, 22)
+
+	// Write: the owner dies after the first megabytes.
+	f, err := os.Create(filepath.Join(m.mnt, "out.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte{9}, 1<<20)
+	start := time.Now()
+	var werr error
+	for i := 0; i < 512 && werr == nil; i++ {
+		if i == 40 {
+			m.a.Stop()
+		}
+		_, werr = f.Write(chunk)
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		t.Fatal("writing to a dead owner reported no error")
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("the write took %v to fail", d)
+	}
+
+	// Read of uncached data while the owner is down: an error, no hang.
+	start = time.Now()
+	_, rerr := os.ReadFile(filepath.Join(m.mnt, "big.bin"))
+	if rerr == nil {
+		t.Fatal("reading uncached data from a dead owner succeeded")
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("the read took %v to fail", d)
+	}
+
+	// The owner comes back: the mount works again.
+	m.a.Restart()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(m.mnt, "big.bin"))
+		if err == nil {
+			want, _ := os.ReadFile(filepath.Join(m.share, "big.bin"))
+			if !bytes.Equal(got, want) {
+				t.Fatal("content differs after the owner came back")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mount still failing 30 s after the owner came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(m.mnt, "after.txt"), []byte("ok"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.share, "after.txt")); string(b) != "ok" {
+		t.Fatalf("owner has %q", b)
+	}
+}
+
+// TestMountConcurrentBothSides: the mount and the owner write disjoint records of one file at
+// once while readers read it through the mount; after both close, both sides see every record.
+func TestMountConcurrentBothSides(t *testing.T) {
+	m := mountShare(t)
+	const rec, n = 64 << 10, 64
+	if err := os.WriteFile(filepath.Join(m.share, "shared.dat"), make([]byte, rec*n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, rec*n)
+	for i := 0; i < n; i++ {
+		copy(want[i*rec:(i+1)*rec], bytes.Repeat([]byte{byte(i + 1)}, rec))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	write := func(path string, odd int) {
+		defer wg.Done()
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			errs <- err
+			return
+		}
+		for i := odd; i < n; i += 2 {
+			if _, err := f.WriteAt(want[i*rec:(i+1)*rec], int64(i*rec)); err != nil {
+				errs <- err
+			}
+		}
+		if err := f.Close(); err != nil {
+			errs <- err
+		}
+	}
+	stop := make(chan struct{})
+	for r := 0; r < 3; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := os.ReadFile(filepath.Join(m.mnt, "shared.dat")); err != nil {
+					errs <- fmt.Errorf("concurrent reader: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	writers.Add(2)
+	wg.Add(2)
+	go func() { defer writers.Done(); write(filepath.Join(m.mnt, "shared.dat"), 0) }()
+	go func() { defer writers.Done(); write(filepath.Join(m.share, "shared.dat"), 1) }()
+	writers.Wait()
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(m.share, "shared.dat")); !bytes.Equal(got, want) {
+		t.Fatal("the owner's file lacks records written from one side")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(m.mnt, "shared.dat"))
+		if err == nil && bytes.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mount does not show both sides' records")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestMountSqliteAndStressNG(t *testing.T) {
+	m := mountShare(t)
+	if _, err := exec.LookPath("sqlite3"); err != nil {
+		t.Log("sqlite3 not installed (make deps): skipping the database part")
+	} else {
+		db := filepath.Join(m.mnt, "test.db")
+		var sql strings.Builder
+		sql.WriteString("PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT); BEGIN;")
+		for i := 0; i < 2000; i++ {
+			fmt.Fprintf(&sql, "INSERT INTO t(v) VALUES('row %d');", i)
+		}
+		sql.WriteString("COMMIT; PRAGMA integrity_check; SELECT count(*) FROM t;")
+		out := run(t, m.mnt, "sqlite3", db, sql.String())
+		if !strings.Contains(out, "ok") || !strings.Contains(out, "2000") {
+			t.Fatalf("sqlite3 through the mount: %s", out)
+		}
+		run(t, m.mnt, "sqlite3", filepath.Join(m.share, "test.db"), "PRAGMA integrity_check;")
+	}
+	if _, err := exec.LookPath("stress-ng"); err != nil {
+		t.Skip("stress-ng not installed (make deps)")
+	}
+	dir := filepath.Join(m.mnt, "stress")
+	os.Mkdir(dir, 0o755)
+	secs := "10"
+	if testing.Short() {
+		secs = "4"
+	}
+	cmd := exec.Command("stress-ng", "--temp-path", dir, "--hdd", "1", "--hdd-bytes", "8M",
+		"--dir", "1", "--rename", "1", "--filename", "1", "--link", "1",
+		"--timeout", secs, "--metrics-brief")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("stress-ng failed (exit %d):\n%s", ee.ExitCode(), out)
+		}
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "fail") && !strings.Contains(string(out), "0 failed") {
+		t.Fatalf("stress-ng reported failures:\n%s", out)
+	}
+}

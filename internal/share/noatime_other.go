@@ -1,0 +1,5 @@
+//go:build !linux
+
+package share
+
+const oNoatime = 0
