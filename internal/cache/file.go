@@ -278,6 +278,16 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 
 // Release drops this File's reference; the last one lets the entry be saved, its data file
 // closed and, later, evicted. Releasing twice is harmless.
+// Retain returns a second reference to the same cached file, for work that may outlive the
+// caller's reference (a background fetch); it must be Released on its own.
+func (f *File) Retain() *File {
+	s := f.e.s
+	s.mu.Lock()
+	f.e.refs++
+	s.mu.Unlock()
+	return &File{e: f.e}
+}
+
 func (f *File) Release() {
 	if f.released.Swap(true) {
 		return

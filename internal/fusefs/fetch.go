@@ -108,8 +108,10 @@ func (r *Root) start(f *fetcher, p string, cf *cache.File, pc cache.Range) *flig
 	fl := &flight{done: make(chan struct{})}
 	f.flights[k] = fl
 	f.mu.Unlock()
+	ref := cf.Retain() // the fetch may outlive the reader's handle
 	go func() {
-		fl.err = r.fetchPiece(f, p, cf, pc)
+		defer ref.Release()
+		fl.err = r.fetchPiece(f, p, ref, pc)
 		f.mu.Lock()
 		delete(f.flights, k)
 		f.mu.Unlock()

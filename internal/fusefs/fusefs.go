@@ -4,8 +4,8 @@
 // Owner interface, file contents from the chunk cache (filled by fetch.go), and writes go
 // through writeback.
 //
-// Read flow: kernel -> Handle.Read -> cache hit: fd-backed reply (spliced from the cache
-// file), or passthrough once the file is fully cached -> miss: fetch the missing chunks with
+// Read flow: kernel -> Handle.Read -> cache hit: a copy out of the cache file (under a
+// reference of its own), or passthrough once the file is fully cached -> miss: fetch the missing chunks with
 // many READs in flight plus readahead, write them to the cache, reply.
 // Write flow: kernel -> Handle.Write -> writeback extents -> Flush/Fsync/Release or 32 MiB
 // dirty -> sorted, pipelined WRITEs -> owner.

@@ -122,6 +122,11 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	if errno != 0 {
 		return nil, errno
 	}
+	defer func() {
+		if cf != nil {
+			cf.Release()
+		}
+	}()
 	size := cf.Version().Size
 	if off >= size {
 		return fuse.ReadResultData(nil), 0
@@ -145,7 +150,9 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			// from its current attributes, once.
 			n.root.forgetContent(n.path())
 			n.root.replica.Invalidate(n.path())
+			cf.Release()
 			if cf, errno = h.cacheFile(ctx); errno != 0 {
+				cf = nil
 				return nil, errno
 			}
 			size = cf.Version().Size
@@ -163,18 +170,25 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			n.root.prefetch(n.path(), cf, end, min(end+readahead, size))
 		}
 	}
-	return fuse.ReadResultFd(cf.OSFile().Fd(), off, int(end-off)), 0
+	// Copy out under our reference: an fd-backed reply is spliced after we return, when the
+	// cache file may already be closed by eviction or a newer version.
+	got, err := cf.ReadAt(dest[:end-off], off)
+	if err != nil && got < int(end-off) {
+		return nil, toErrno(err)
+	}
+	return fuse.ReadResultData(dest[:got]), 0
 }
 
-// cacheFile returns the handle's cache file, reopening it when the owner's version changed
-// (a change event marked it stale).
+// cacheFile returns a reference of its own (Release it) to the handle's cache file,
+// reopening it when the owner's version changed (a change event marked it stale).
 func (h *Handle) cacheFile(ctx context.Context) (*cache.File, syscall.Errno) {
 	h.mu.Lock()
-	cf := h.cf
-	h.mu.Unlock()
-	if cf != nil && !cf.Stale() {
-		return cf, 0
+	if h.cf != nil && !h.cf.Stale() {
+		ref := h.cf.Retain()
+		h.mu.Unlock()
+		return ref, 0
 	}
+	h.mu.Unlock()
 	e, err := h.n.entry(ctx)
 	if err != nil {
 		return nil, toErrno(err)
@@ -186,11 +200,12 @@ func (h *Handle) cacheFile(ctx context.Context) (*cache.File, syscall.Errno) {
 	h.mu.Lock()
 	old := h.cf
 	h.cf = nf
+	ref := nf.Retain()
 	h.mu.Unlock()
 	if old != nil {
 		old.Release()
 	}
-	return nf, 0
+	return ref, 0
 }
 
 var _ = (fs.FileWriter)((*Handle)(nil))
