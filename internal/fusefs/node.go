@@ -333,3 +333,10 @@ func checkName(names ...string) syscall.Errno {
 
 // childPath is the share path of name in directory n.
 func (n *Node) childPath(name string) string { return tree.Join(n.path(), name) }
+
+var _ = (fs.NodeAccesser)((*Node)(nil))
+
+// Access answers ENOSYS, which tells the kernel to stop asking: permissions are the owner's to
+// enforce, and an ACCESS round trip during a fork's chdir is one of the ways a process
+// deadlocks on a FUSE mount it serves itself (go-fuse's "Deadlocks", 1a).
+func (n *Node) Access(ctx context.Context, mask uint32) syscall.Errno { return syscall.ENOSYS }

@@ -7,11 +7,11 @@ import (
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// entryOf converts what Lstat returned into the attributes peers see, field for field as
-// internal/share fills them for STAT and READDIR (a test in share compares the two), so an event
-// may stand in for a STAT. It is a copy rather than an import: share imports this package, and
-// wire stays free of host file systems.
-func entryOf(fi fs.FileInfo) wire.Entry {
+// EntryOf converts what lstat or fstat returned into the attributes peers see. It is the one
+// conversion on Linux: internal/share uses it for STAT and READDIR (share imports this package;
+// wire stays free of host file systems), so an event's Entry may stand in for a STAT. The raw
+// stat_t keeps set-id and sticky bits and nanosecond times exactly.
+func EntryOf(fi fs.FileInfo) wire.Entry {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok { // not from os.Lstat on Linux; keep what FileInfo itself says
 		mode := uint32(fi.Mode().Perm())

@@ -456,7 +456,7 @@ func (h *Hub) lookup(path string) (wire.Event, bool) {
 	if err != nil {
 		return wire.Event{}, false // unreadable or refused: a peer's STAT would say why
 	}
-	e := entryOf(fi)
+	e := EntryOf(fi)
 	if e.IsSymlink() {
 		target, err := h.root.Readlink(name)
 		if gone(err) {

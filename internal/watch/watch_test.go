@@ -83,7 +83,7 @@ func entryAt(t *testing.T, p string) wire.Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := entryOf(fi)
+	e := EntryOf(fi)
 	if e.IsSymlink() {
 		e.Target, _ = os.Readlink(p)
 	}
