@@ -254,7 +254,7 @@ var errLinkDown = errors.New("peer unreachable")
 func (o *mountOwner) rp(ctx context.Context) (remote.Peer, context.Context, error) {
 	sess, err := o.p.session(ctx, o.wait)
 	if err != nil {
-		return remote.Peer{}, nil, fmt.Errorf("%w: %v", errLinkDown, err)
+		return remote.Peer{}, nil, fmt.Errorf("%w: %w", errLinkDown, err) // an interrupted wait stays EINTR
 	}
 	return remote.Peer{S: sess}, context.WithoutCancel(ctx), nil
 }

@@ -68,7 +68,7 @@ func Start(t testing.TB, name, listen string) *Node {
 func (n *Node) start(listen string) {
 	n.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{n.t, n.Name}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	nd, err := node.New(node.Options{Paths: n.Paths, Identity: n.ID, Listen: listen, Logger: log, Keepalive: time.Second})
+	nd, err := node.New(node.Options{Paths: n.Paths, Identity: n.ID, Listen: listen, Logger: log})
 	if err != nil {
 		n.t.Fatal(err)
 	}
