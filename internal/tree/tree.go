@@ -79,18 +79,7 @@ func (r *Replica) DirListed(dirPath string) bool {
 func (r *Replica) InvalidateEntry(p string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p == "" {
-		r.root = wire.Entry{}
-		return
-	}
-	dirPath, name := Split(p)
-	if d := r.dirs[dirPath]; d != nil {
-		delete(d.entries, name)
-		if d.unknown == nil {
-			d.unknown = map[string]bool{}
-		}
-		d.unknown[name] = true
-	}
+	r.forgetEntry(p)
 }
 
 // Invalidate forgets what is known of one path without concluding anything: the next
@@ -98,6 +87,14 @@ func (r *Replica) InvalidateEntry(p string) {
 func (r *Replica) Invalidate(p string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.forgetEntry(p)
+	if p != "" {
+		r.dropBelow(p)
+	}
+}
+
+// forgetEntry marks p unknown in its parent's listing. r.mu must be held.
+func (r *Replica) forgetEntry(p string) {
 	if p == "" {
 		r.root = wire.Entry{}
 		return
@@ -110,7 +107,6 @@ func (r *Replica) Invalidate(p string) {
 		}
 		d.unknown[name] = true
 	}
-	r.dropBelow(p)
 }
 
 // Stat returns the cached entry of a path, if its parent is listed.
