@@ -20,9 +20,11 @@ const fetchSlots = 32
 
 var errShrank = errors.New("file changed on the owner during the read")
 
+// flightKey names a piece of one version of one file, whichever handle or reference asks.
 type flightKey struct {
-	cf  *cache.File
-	off int64
+	path string
+	ver  cache.Version
+	off  int64
 }
 
 type flight struct {
@@ -99,7 +101,7 @@ func (r *Root) prefetch(p string, cf *cache.File, off, end int64) {
 
 // start returns the flight fetching pc, starting it unless one is already under way.
 func (r *Root) start(f *fetcher, p string, cf *cache.File, pc cache.Range) *flight {
-	k := flightKey{cf, pc.Off}
+	k := flightKey{p, cf.Version(), pc.Off}
 	f.mu.Lock()
 	if fl := f.flights[k]; fl != nil {
 		f.mu.Unlock()

@@ -113,7 +113,12 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		}
 		return fuse.ReadResultData(h.inline[off:min(off+int64(len(dest)), int64(len(h.inline)))]), 0
 	}
-	if n.wb.Dirty() > 0 {
+	n.mu.Lock()
+	writing := n.writers > 0
+	n.mu.Unlock()
+	if writing || n.wb.Dirty() > 0 {
+		// Also waits for a flush already under way: its data left the dirty set before it
+		// reached the owner.
 		if errno := n.flush(ctx); errno != 0 {
 			return nil, errno
 		}
@@ -234,9 +239,6 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 
 // flush sends the node's pending writes and refreshes its attributes from the owner's reply.
 func (n *Node) flush(ctx context.Context) syscall.Errno {
-	if n.wb.Dirty() == 0 {
-		return toErrno(n.wb.Err())
-	}
 	p := n.path()
 	var last wire.Entry
 	var lastMu sync.Mutex
@@ -257,8 +259,8 @@ func (n *Node) flush(ctx context.Context) syscall.Errno {
 	})
 	if last.Mode != 0 {
 		n.root.replica.Put(p, last)
+		n.root.forgetContent(p)
 	}
-	n.root.forgetContent(p)
 	return toErrno(err)
 }
 
