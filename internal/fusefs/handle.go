@@ -18,6 +18,7 @@ import (
 type Handle struct {
 	n        *Node
 	writable bool
+	pass     bool   // served by FUSE passthrough
 	inline   []byte // whole content, when the listing carried it and the file is not written
 
 	mu       sync.Mutex // guards cf and lastEnd
@@ -88,8 +89,17 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 		return nil, 0, toErrno(err)
 	}
 	h.cf = cf
-	// A fully cached, clean file: the kernel reads the cache file itself (seed 003).
-	if n.root.opts.Passthrough && !pending && cf.Complete() {
+	// A fully cached, clean file: the kernel reads the cache file itself (seed 003). The
+	// kernel fails an open that would mix passthrough and page-cached opens of one inode, so
+	// passthrough is used only when no other open of the file exists, or all are passthrough.
+	n.mu.Lock()
+	pass := n.root.opts.Passthrough && !pending && cf.Complete() && (n.opens == 1 || n.passOpens > 0)
+	if pass {
+		n.passOpens++
+		h.pass = true
+	}
+	n.mu.Unlock()
+	if pass {
 		n.root.stats.passthrough.Add(1)
 		return &passHandle{Handle: h, fd: int(cf.OSFile().Fd())}, 0, 0
 	}
@@ -149,7 +159,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		}
 		if err := n.root.fetch(ctx, n.path(), cf, off, end, ahead); err != nil {
 			if !errors.Is(err, errShrank) {
-				return nil, toErrno(err)
+				return nil, n.failed("read", err)
 			}
 			// The file changed on the owner since this version was cached: start over
 			// from its current attributes, once.
@@ -166,7 +176,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			}
 			end = min(off+int64(len(dest)), size)
 			if err := n.root.fetch(ctx, n.path(), cf, off, end, end); err != nil {
-				return nil, toErrno(err)
+				return nil, n.failed("read", err)
 			}
 		}
 	} else {
@@ -179,7 +189,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	// cache file may already be closed by eviction or a newer version.
 	got, err := cf.ReadAt(dest[:end-off], off)
 	if err != nil && got < int(end-off) {
-		return nil, toErrno(err)
+		return nil, n.failed("read", err)
 	}
 	return fuse.ReadResultData(dest[:got]), 0
 }
@@ -196,11 +206,11 @@ func (h *Handle) cacheFile(ctx context.Context) (*cache.File, syscall.Errno) {
 	h.mu.Unlock()
 	e, err := h.n.entry(ctx)
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, h.n.failed("open cache", err)
 	}
 	nf, err := h.n.root.cache.Get(h.n.root.key(h.n.path()), version(&e))
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, h.n.failed("open cache", err)
 	}
 	h.mu.Lock()
 	old := h.cf
@@ -305,6 +315,9 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 	}
 	h.n.mu.Lock()
 	h.n.opens--
+	if h.pass {
+		h.n.passOpens--
+	}
 	if h.writable {
 		h.n.writers--
 		if h.n.writers == 0 && h.n.wb.Dirty() == 0 {
@@ -351,4 +364,14 @@ var _ = (fs.FileGetattrer)((*Handle)(nil))
 
 func (h *Handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	return h.n.Getattr(ctx, h, out)
+}
+
+// failed maps err for the application; an EIO, which says nothing about its cause, is logged
+// with the cause (an error path: never per chunk).
+func (n *Node) failed(op string, err error) syscall.Errno {
+	errno := toErrno(err)
+	if errno == syscall.EIO {
+		n.root.log.Warn(op+" failed with EIO", "path", n.path(), "err", err)
+	}
+	return errno
 }

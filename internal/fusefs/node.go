@@ -24,6 +24,7 @@ type Node struct {
 	localSize int64 // size including data not yet sent, -1 when none is pending
 	writers   int   // open handles that may write
 	opens     int   // open handles
+	passOpens int   // open handles served by passthrough
 	// hidden is the owner-side name of a file unlinked while open here: like NFS, the file is
 	// renamed to a hidden name instead of deleted, and deleted at the last close.
 	hidden string
