@@ -502,7 +502,7 @@ func (b *mountBench) clone(ctx context.Context, t *target, run int) (mountSample
 			return s, fmt.Errorf("git status in the owner's copy of the %s clone: %v %s", t.name, err, firstLines(string(out), 5))
 		}
 	}
-	return s, os.RemoveAll(dst)
+	return s, removeAll(dst)
 }
 
 // create makes a directory of files of 4 KiB, each created, written and closed in turn. The
@@ -542,7 +542,7 @@ func (b *mountBench) create(ctx context.Context, t *target) (mountSample, error)
 	if len(ents) != b.o.Creates {
 		return s, fmt.Errorf("the owner has %d of the %d files created through %s", len(ents), b.o.Creates, t.name)
 	}
-	return s, os.RemoveAll(dst)
+	return s, removeAll(dst)
 }
 
 // createFiles is the hidden "create-files DIR N" command: it makes DIR and N files of 4 KiB
@@ -643,4 +643,18 @@ func (b *mountBench) reportDaemonLog() {
 				filepath.Base(home), len(bad), strings.Join(bad[:min(len(bad), 5)], "\n  "))
 		}
 	}
+}
+
+// removeAll removes a workload's output. Through a mount, RELEASE of the files a program just
+// closed reaches the daemon after the program exits; a directory may briefly hold files
+// unlinked while open (hidden until their release), so the removal is retried a few times.
+func removeAll(dir string) error {
+	var err error
+	for i := 0; i < 5; i++ {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
 }

@@ -178,7 +178,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	err := n.root.owner.Rmdir(ctx, p)
 	// The kernel sends RELEASE after close(2) returns, so a file unlinked while open may
 	// still be hidden in the directory for a moment: give those releases time to land.
-	for wait := 0; toErrno(err) == syscall.ENOTEMPTY && wait < 20 && n.onlyHidden(ctx, p); wait++ {
+	for wait := 0; toErrno(err) == syscall.ENOTEMPTY && wait < 100 && n.onlyHidden(ctx, p); wait++ {
 		time.Sleep(50 * time.Millisecond)
 		err = n.root.owner.Rmdir(ctx, p)
 	}
