@@ -21,12 +21,13 @@ demo: build
 deps:
 	scripts/deps.sh
 
-# The whole suite: vet, the race detector on short sizes, the full-size two-node tests
+# The whole suite: vet, the race detector on short sizes (one package at a time: the mount
+# and watch tests are timing-sensitive under load), the full-size two-node tests
 # (1 GiB pull, 10,000-file tree, interrupted pulls), and bounded fuzzing of the frame decoder
 # and of share path resolution.
 test: deps build
 	$(GO) vet ./...
-	$(GO) test -race -short -count=1 ./...
+	$(GO) test -race -short -count=1 -p 1 ./...
 	$(GO) test -count=1 -timeout 20m ./internal/node/
 	$(GO) test -count=1 -timeout 10m ./cmd/...
 	$(MAKE) fuzz
