@@ -56,7 +56,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.mu.Lock()
 		n.localSize = 0
 		n.mu.Unlock()
-		n.root.invalidateContent(n, n.path())
+		n.root.forgetContent(n.path())
 	}
 	return n.openHandle(ctx, flags, &e)
 }

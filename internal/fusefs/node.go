@@ -225,7 +225,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		n.mu.Lock()
 		n.localSize = int64(req.Size)
 		n.mu.Unlock()
-		n.root.invalidateContent(n, p)
+		n.root.forgetContent(p)
 	}
 	n.root.replica.Put(p, e)
 	n.fill(&e, &out.Attr)

@@ -49,8 +49,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	n.root.stats.mkdir.Add(0)
 	p := n.childPath(name)
-	if e, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
-		_ = e
+	if _, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
 		return nil, syscall.EEXIST // the owner's MKDIR treats an existing directory as success
 	}
 	n.root.stats.roundTrips.Add(2)
@@ -140,7 +139,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		child.localSize = 0
 		child.mu.Unlock()
 		child.wb.Truncate(0)
-		n.root.invalidateContent(child, p)
+		n.root.forgetContent(p)
 	}
 	h, fuseFlags, errno := child.openHandle(ctx, flags, &e)
 	if errno != 0 {

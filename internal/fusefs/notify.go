@@ -9,11 +9,8 @@ import (
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// invalidateContent drops this mount's cached copy of a file this mount itself changed; the
-// kernel already knows about its own writes and truncates.
-func (r *Root) invalidateContent(n *Node, p string) { r.forgetContent(p) }
-
-// forgetContent drops the cached copy of a path.
+// forgetContent drops the cached copy of a path. For changes this mount made itself that is
+// all: the kernel already knows about its own writes and truncates.
 func (r *Root) forgetContent(p string) {
 	if r.cache != nil {
 		r.cache.Invalidate(r.key(p))
