@@ -40,6 +40,16 @@ type report struct {
 	Paths   []pathResult `json:"paths"`
 }
 
+func init() {
+	register(&suite{
+		name:  "link",
+		usage: "[--size 1GiB] [--runs 3]",
+		run: func(ctx context.Context, o commonOptions) (*Section, error) {
+			return nil, runLink(ctx, o)
+		},
+	})
+}
+
 func runLink(ctx context.Context, o commonOptions) error {
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "peerfs-bench-")

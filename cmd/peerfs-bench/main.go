@@ -29,17 +29,24 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 )
 
-const usage = `usage:
-  peerfs-bench link  [--size 1GiB] [--runs 3] [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]
-  peerfs-bench mount [--size 1GiB] [--runs 3] [--files 1000] [--creates 1000] [--no-sshfs]
-                     [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]`
+// usage lists every registered suite.
+func usage() string {
+	u := "usage:\n"
+	for _, n := range suiteNames() {
+		u += "  peerfs-bench " + n + " " + suites[n].usage + "\n"
+	}
+	return u + "common flags: [--size N] [--runs N] [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]"
+}
 
 // commonOptions are the flags every benchmark takes.
 type commonOptions struct {
@@ -49,6 +56,8 @@ type commonOptions struct {
 	Peerfs string
 	Out    string
 	Quick  bool
+	// Command is the command line as given, for the report.
+	Command string
 }
 
 // Sizes --quick uses: large enough to cross several 256 KiB cache chunks and 1 MiB FUSE
@@ -61,7 +70,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, usage)
+		fmt.Fprintln(os.Stderr, usage())
 		os.Exit(2)
 	}
 	verb := os.Args[1]
@@ -75,7 +84,7 @@ func main() {
 		return
 	}
 	fs := flag.NewFlagSet(verb, flag.ExitOnError)
-	fs.Usage = func() { fmt.Fprintln(os.Stderr, usage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintln(os.Stderr, usage()); fs.PrintDefaults() }
 	var o commonOptions
 	size := fs.String("size", "1GiB", "bytes per file and run (KiB, MiB, GiB suffixes)")
 	fs.IntVar(&o.Runs, "runs", 3, "runs per path; medians are reported")
@@ -83,16 +92,13 @@ func main() {
 	fs.StringVar(&o.Peerfs, "peerfs", "bin/peerfs", "the peerfs binary to benchmark")
 	fs.StringVar(&o.Out, "out", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.Quick, "quick", false, "tiny sizes and one run, to check the harness (16 MiB, 100 files)")
-	var mo mountOptions
-	switch verb {
-	case "link":
-	case "mount":
-		fs.IntVar(&mo.Files, "files", 1000, "files in the repository that git clone copies")
-		fs.IntVar(&mo.Creates, "creates", 1000, "files of 4 KiB the create workload makes")
-		fs.BoolVar(&mo.NoSSHFS, "no-sshfs", false, "skip the sshfs column")
-	default:
-		fmt.Fprintln(os.Stderr, usage)
+	st := suites[verb]
+	if st == nil {
+		fmt.Fprintln(os.Stderr, usage())
 		os.Exit(2)
+	}
+	if st.flags != nil {
+		st.flags(fs)
 	}
 	fs.Parse(os.Args[2:])
 	set := map[string]bool{}
@@ -104,11 +110,8 @@ func main() {
 		if !set["runs"] {
 			o.Runs = quickRuns
 		}
-		if !set["files"] {
-			mo.Files = quickFiles
-		}
-		if !set["creates"] {
-			mo.Creates = quickFiles
+		if st.quick != nil {
+			st.quick(set)
 		}
 	}
 	var err error
@@ -118,11 +121,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if verb == "link" {
-		err = runLink(ctx, o)
-	} else {
-		mo.commonOptions = o
-		err = runMount(ctx, mo)
+	o.Command = "peerfs-bench " + strings.Join(os.Args[1:], " ")
+	var sec *Section
+	sec, err = st.run(ctx, o)
+	if err == nil && sec != nil && o.Out != "" {
+		err = writeSection(o.Out, verb, o, sec)
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "peerfs-bench: interrupted; what it had started is stopped and unmounted")
@@ -156,4 +159,23 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size unit in %q", s)
 	}
 	return n, nil
+}
+
+// writeSection fills the fields every section shares and writes it as JSON.
+func writeSection(path, verb string, o commonOptions, sec *Section) error {
+	sec.Suite = verb
+	if sec.Command == "" {
+		sec.Command = o.Command
+	}
+	if sec.Machine == "" {
+		sec.Machine = machine()
+	}
+	if sec.Date == "" {
+		sec.Date = time.Now().Format("2006-01-02")
+	}
+	b, err := json.MarshalIndent(sec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

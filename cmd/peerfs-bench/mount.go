@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -134,6 +135,31 @@ type mountBench struct {
 	peers     *peers
 	peerfsMnt string
 	buf       []byte // the read workloads' 1 MiB buffer
+}
+
+func init() {
+	var mo mountOptions
+	register(&suite{
+		name:  "mount",
+		usage: "[--size 1GiB] [--runs 3] [--files 1000] [--creates 1000] [--no-sshfs]",
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&mo.Files, "files", 1000, "files in the repository that git clone copies")
+			fs.IntVar(&mo.Creates, "creates", 1000, "files of 4 KiB the create workload makes")
+			fs.BoolVar(&mo.NoSSHFS, "no-sshfs", false, "skip the sshfs column")
+		},
+		quick: func(set map[string]bool) {
+			if !set["files"] {
+				mo.Files = quickFiles
+			}
+			if !set["creates"] {
+				mo.Creates = quickFiles
+			}
+		},
+		run: func(ctx context.Context, o commonOptions) (*Section, error) {
+			mo.commonOptions = o
+			return nil, runMount(ctx, mo)
+		},
+	})
 }
 
 func runMount(ctx context.Context, o mountOptions) (err error) {
