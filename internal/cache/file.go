@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/peerfs/peerfs/internal/prealloc"
 )
 
 // The data path of a File, in the order bytes travel:
@@ -248,6 +250,18 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		e.markPresent(off, int64(n))
 	}
 	return n, err
+}
+
+// Reserve reserves disk blocks for [off, off+n) of the data file, for a caller about to write
+// the range in order (a sequential stream): ext4 then writes it several times faster. Random
+// fetches do not reserve, since blocks reserved but never written would be charged to
+// nothing.
+func (f *File) Reserve(off, n int64) error {
+	e := f.e
+	if off < 0 || off >= e.version.Size {
+		return nil
+	}
+	return prealloc.Reserve(e.file, off, min(n, e.version.Size-off))
 }
 
 // ReadAt reads cached bytes, with io.ReaderAt's contract (io.EOF past the version's size). It

@@ -35,6 +35,7 @@ type flight struct {
 type fetcher struct {
 	mu      sync.Mutex
 	flights map[flightKey]*flight
+	streams map[streamKey]*seqStream
 	slots   chan struct{}
 	bufs    sync.Pool // *[]byte of wire.MaxChunk
 	bg      context.Context
@@ -44,7 +45,7 @@ type fetcher struct {
 func (r *Root) fetcher() *fetcher {
 	r.fetchOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
-		r.fetch_ = &fetcher{flights: map[flightKey]*flight{}, slots: make(chan struct{}, fetchSlots), bg: ctx, stop: cancel}
+		r.fetch_ = &fetcher{flights: map[flightKey]*flight{}, streams: map[streamKey]*seqStream{}, slots: make(chan struct{}, fetchSlots), bg: ctx, stop: cancel}
 		r.fetch_.bufs.New = func() any { b := make([]byte, wire.MaxChunk); return &b }
 	})
 	return r.fetch_

@@ -5,10 +5,12 @@
 // through writeback.
 //
 // Read flow: kernel -> Handle.Read -> cache hit: a copy out of the cache file (under a
-// reference of its own), or passthrough once the file is fully cached -> miss: fetch the missing chunks with
-// many READs in flight plus readahead, write them to the cache, reply.
-// Write flow: kernel -> Handle.Write -> writeback extents -> Flush/Fsync/Release or 32 MiB
-// dirty -> sorted, pipelined WRITEs -> owner.
+// reference of its own), or passthrough once the file is fully cached -> miss of a
+// sequential reader: wait for the file's STREAM, which runs ahead of it into the cache
+// (stream.go) -> miss of a random reader: fetch the missing chunks with many READs in flight
+// (fetch.go), write them to the cache, reply.
+// Write flow: kernel -> Handle.Write -> writeback extents -> Flush/Fsync/Release, 32 MiB
+// dirty or flushDelay after the first unsent write -> sorted, pipelined WRITEs -> owner.
 package fusefs
 
 import (
@@ -34,6 +36,9 @@ type Owner interface {
 	Stat(ctx context.Context, path string) (wire.Entry, error)
 	ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error)
 	Read(ctx context.Context, path string, off int64, dst []byte) (int, error)
+	// Stream starts pushing [off, off+length) of path, cut at its end (STREAM), and returns
+	// the file's attributes as the owner saw them at the start.
+	Stream(ctx context.Context, path string, off, length int64) (wire.Entry, ChunkStream, error)
 	Write(ctx context.Context, path string, off int64, data []byte) (wire.Entry, error)
 	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
 	Mkdir(ctx context.Context, path string, mode uint32) error
@@ -64,6 +69,9 @@ const (
 	dirtyLimit = 32 << 20
 	// readahead is how far past a sequential reader the fetcher requests chunks.
 	readahead = 16 << 20
+	// flushDelay is the longest written data waits in the mount while its file stays open:
+	// the owner's readers see it soon, and a crash of this machine loses at most that much.
+	flushDelay = time.Second
 )
 
 // Options configure a mount.
@@ -92,6 +100,9 @@ type Root struct {
 	log     *slog.Logger
 	stats   *opStats
 	server  *fuse.Server
+
+	// passthrough is Options.Passthrough once the mount proved the kernel accepts backing files.
+	passthrough atomic.Bool
 
 	fetchOnce sync.Once
 	fetch_    *fetcher
@@ -156,6 +167,13 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 		return nil, err
 	}
 	r.server = srv
+	if r.opts.Passthrough {
+		if why := probePassthrough(srv); why != "" {
+			r.log.Info("FUSE passthrough unavailable: fully cached files are served through the daemon", "reason", why)
+		} else {
+			r.passthrough.Store(true)
+		}
+	}
 	return srv, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -93,7 +94,7 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	// kernel fails an open that would mix passthrough and page-cached opens of one inode, so
 	// passthrough is used only when no other open of the file exists, or all are passthrough.
 	n.mu.Lock()
-	pass := n.root.opts.Passthrough && !pending && cf.Complete() && (n.opens == 1 || n.passOpens > 0)
+	pass := n.root.passthrough.Load() && !pending && cf.Complete() && (n.opens == 1 || n.passOpens > 0)
 	if pass {
 		n.passOpens++
 		h.pass = true
@@ -157,7 +158,14 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		if sequential {
 			ahead = min(end+readahead, size)
 		}
-		if err := n.root.fetch(ctx, n.path(), cf, off, end, ahead); err != nil {
+		var err error
+		if sequential {
+			n.root.stats.streamWaits.Add(1)
+			err = n.root.readSequential(ctx, n.path(), cf, off, end, ahead)
+		} else {
+			err = n.root.fetch(ctx, n.path(), cf, off, end, ahead)
+		}
+		if err != nil {
 			if !errors.Is(err, errShrank) {
 				return nil, n.failed("read", err)
 			}
@@ -182,7 +190,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	} else {
 		n.root.stats.hits.Add(1)
 		if sequential && end < size && !cf.Present(end, min(readahead/2, size-end)) {
-			n.root.prefetch(n.path(), cf, end, min(end+readahead, size))
+			n.root.readAheadSequential(n.path(), cf, end, min(end+readahead, size))
 		}
 	}
 	// Copy out under our reference: an fd-backed reply is spliced after we return, when the
@@ -238,6 +246,14 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if end := off + int64(len(data)); end > n.localSize {
 		n.localSize = end
 	}
+	if !n.timerArmed {
+		n.timerArmed = true
+		if n.flushTimer == nil {
+			n.flushTimer = time.AfterFunc(flushDelay, n.timedFlush)
+		} else {
+			n.flushTimer.Reset(flushDelay)
+		}
+	}
 	n.mu.Unlock()
 	if n.wb.Dirty() >= dirtyLimit {
 		if errno := n.flush(ctx); errno != 0 {
@@ -245,6 +261,20 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 	}
 	return uint32(len(data)), 0
+}
+
+// timedFlush sends what is still dirty flushDelay after a write. Its error is kept for the
+// application's next write, fsync or close, like any background flush's.
+func (n *Node) timedFlush() {
+	n.mu.Lock()
+	n.timerArmed = false
+	n.mu.Unlock()
+	if n.wb.Dirty() == 0 {
+		return
+	}
+	if errno := n.flush(context.Background()); errno != 0 {
+		n.wb.Fail(errno)
+	}
 }
 
 // flush sends the node's pending writes and refreshes its attributes from the owner's reply.

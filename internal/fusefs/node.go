@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -30,6 +31,10 @@ type Node struct {
 	hidden string
 	last   wire.Entry // the attributes last seen, for files open for writing
 	wb     writeback.File
+	// flushTimer sends dirty data flushDelay after the first unsent write, for files kept
+	// open for long (editors, logs, databases); timerArmed says it is pending.
+	flushTimer *time.Timer
+	timerArmed bool
 }
 
 func (n *Node) path() string {

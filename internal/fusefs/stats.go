@@ -12,7 +12,7 @@ type opStats struct {
 	lookup, getattr, setattr, readdir, open, create, read, write, flush, fsync, release *stats.Op
 	mkdir, unlink, rmdir, rename, link, symlink, statfs, xattr                          *stats.Op
 	fetch, send                                                                         *stats.Op // READs and WRITEs sent to the owner
-	hits, misses, roundTrips, passthrough                                               *atomic.Int64
+	hits, misses, roundTrips, passthrough, streams, streamWaits                         *atomic.Int64
 }
 
 func newOpStats(s *stats.Set) *opStats {
@@ -25,5 +25,6 @@ func newOpStats(s *stats.Set) *opStats {
 		fetch: s.Op("owner_read"), send: s.Op("owner_write"),
 		hits: s.Counter("cache_hits"), misses: s.Counter("cache_misses"),
 		roundTrips: s.Counter("round_trips"), passthrough: s.Counter("passthrough_opens"),
+		streams: s.Counter("streams"), streamWaits: s.Counter("stream_waits"),
 	}
 }

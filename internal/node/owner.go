@@ -8,6 +8,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/fusefs"
 	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -188,4 +189,46 @@ func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
 		return err
 	}
 	return rp.RemoveXattr(ctx, o.share, path, name)
+}
+
+func (o *mountOwner) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, fusefs.ChunkStream, error) {
+	rp, ctx, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, nil, err
+	}
+	e, in, err := rp.Stream(ctx, o.share, path, uint64(off), uint64(length), fusefs.StreamWindow)
+	if err != nil {
+		return wire.Entry{}, nil, err
+	}
+	return e, &chunkStream{in: in}, nil
+}
+
+// chunkStream adapts an rpc.InStream to fusefs.ChunkStream: a chunk is consumed (its credit
+// granted back) when the next one is asked for.
+type chunkStream struct {
+	in   *rpc.InStream
+	last *rpc.Buffer
+	n    int
+}
+
+func (s *chunkStream) Next(ctx context.Context) (int64, []byte, error) {
+	s.consume()
+	buf, off, data, err := s.in.Next(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.last, s.n = buf, len(data)
+	return int64(off), data, nil
+}
+
+func (s *chunkStream) consume() {
+	if s.last != nil {
+		s.in.Consumed(s.last, s.n)
+		s.last = nil
+	}
+}
+
+func (s *chunkStream) Close() {
+	s.consume()
+	s.in.Close()
 }

@@ -267,3 +267,20 @@ func (p Peer) Read(ctx context.Context, share, path string, off uint64, dst []by
 	}
 	return copy(dst, buf.Payload()), nil
 }
+
+// Stream opens a STREAM of [off, off+length) of path (cut at the end of the file) and returns
+// the file's attributes as the owner saw them when the stream started.
+func (p Peer) Stream(ctx context.Context, share, path string, off, length uint64, window uint32) (wire.Entry, *rpc.InStream, error) {
+	req := wire.StreamReq{Share: share, Path: path, Offset: off, Length: length, Window: window}
+	head, in, err := p.S.OpenInStream(ctx, wire.OpStream, req.AppendTo(nil), window)
+	if err != nil {
+		return wire.Entry{}, nil, err
+	}
+	defer head.Release()
+	var e wire.Entry
+	if err := e.Decode(head.Payload()); err != nil {
+		in.Close()
+		return wire.Entry{}, nil, fmt.Errorf("STREAM head: %w", err)
+	}
+	return e, in, nil
+}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/zeebo/blake3"
 
+	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -54,6 +56,11 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 		var req wire.GetReq
 		if sh := sv.decode(r, &req); sh != nil {
 			sv.get(r, sh, &req)
+		}
+	case wire.OpStream:
+		var req wire.StreamReq
+		if sh := sv.decode(r, &req); sh != nil {
+			sv.stream(r, sh, &req)
 		}
 	case wire.OpStatfs:
 		var req wire.ShareReq
@@ -205,6 +212,8 @@ func shareOf(m decodable) string {
 		return m.Share
 	case *wire.GetReq:
 		return m.Share
+	case *wire.StreamReq:
+		return m.Share
 	case *wire.PutReq:
 		return m.Share
 	case *wire.MkdirReq:
@@ -355,45 +364,8 @@ func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 	if err != nil {
 		return
 	}
-	ctx := r.Context()
-	chunks := make(chan chunk, getReadahead)
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(chunks)
-		for pos := req.Offset; pos < e.Size; {
-			n := min(uint64(wire.MaxChunk), e.Size-pos)
-			buf := rpc.GetBuffer(wire.DataHeaderLen + int(n))
-			data := buf.Payload()[wire.DataHeaderLen:]
-			if _, err := f.ReadAt(data, int64(pos)); err != nil {
-				buf.Release()
-				if errors.Is(err, io.EOF) {
-					err = errChanged
-				}
-				readErr <- err
-				return
-			}
-			h.Write(data)
-			select {
-			case chunks <- chunk{buf, pos}:
-			case <-ctx.Done():
-				buf.Release()
-				readErr <- ctx.Err()
-				return
-			}
-			pos += n
-		}
-		readErr <- nil
-	}()
-	var sendErr error
-	for c := range chunks {
-		if sendErr != nil {
-			c.buf.Release()
-			continue
-		}
-		sendErr = out.Send(c.buf, c.off)
-	}
-	err = <-readErr
-	if sendErr != nil {
+	sent, err := pushChunks(r, out, f, req.Offset, e.Size, h)
+	if !sent {
 		return // cancelled by the receiver or the link is gone
 	}
 	if err == nil {
@@ -415,6 +387,89 @@ func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 }
 
 var errChanged = errors.New("file changed while being sent")
+
+// pushChunks sends [from, to) of f as DATA frames within out's credit. A reader goroutine
+// reads (and feeds to hash, if any) up to getReadahead chunks ahead while this goroutine
+// encrypts and sends. sent is false when the receiver cancelled or the link failed: nothing
+// more can be said on the exchange. Otherwise err is the reading error, if any (errChanged
+// when the file ended early).
+func pushChunks(r *rpc.Request, out *rpc.OutStream, f *os.File, from, to uint64, hash io.Writer) (sent bool, err error) {
+	ctx := r.Context()
+	chunks := make(chan chunk, getReadahead)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(chunks)
+		for pos := from; pos < to; {
+			n := min(uint64(wire.MaxChunk), to-pos)
+			buf := rpc.GetBuffer(wire.DataHeaderLen + int(n))
+			data := buf.Payload()[wire.DataHeaderLen:]
+			if _, err := f.ReadAt(data, int64(pos)); err != nil {
+				buf.Release()
+				if errors.Is(err, io.EOF) {
+					err = errChanged
+				}
+				readErr <- err
+				return
+			}
+			if hash != nil {
+				hash.Write(data)
+			}
+			select {
+			case chunks <- chunk{buf, pos}:
+			case <-ctx.Done():
+				buf.Release()
+				readErr <- ctx.Err()
+				return
+			}
+			pos += n
+		}
+		readErr <- nil
+	}()
+	var sendErr error
+	for c := range chunks {
+		if sendErr != nil {
+			c.buf.Release()
+			continue
+		}
+		sendErr = out.Send(c.buf, c.off)
+	}
+	err = <-readErr
+	return sendErr == nil, err
+}
+
+// stream pushes a range of a file to a mount reading it sequentially: like get, without the
+// hash. The receiver usually cancels it when its reader stops.
+func (sv *Server) stream(r *rpc.Request, sh *Share, req *wire.StreamReq) {
+	f, e, err := sh.OpenRead(req.Path)
+	if err != nil {
+		sv.fail(r, err)
+		return
+	}
+	defer f.Close()
+	end := e.Size
+	if req.Offset < end && req.Length < end-req.Offset {
+		end = req.Offset + req.Length
+	}
+	out, err := r.Push(e.AppendTo(nil), req.Window)
+	if err != nil {
+		return
+	}
+	if req.Offset < end {
+		sent, err := pushChunks(r, out, f, req.Offset, end, nil)
+		if !sent {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, errChanged) {
+				r.Fail(wire.ErrnoChanged, "the file got shorter on its owner while it was read: read it again")
+			} else {
+				sv.fail(r, err)
+			}
+			return
+		}
+	}
+	out.End(nil)
+}
 
 // put receives an upload into the part file and commits it once its hash verifies. A part
 // interrupted by the link or the sender stays for a resumed PUT; a corrupt one is removed.
@@ -439,7 +494,7 @@ func (sv *Server) put(r *rpc.Request, sh *Share, req *wire.PutReq) {
 			return
 		}
 	}
-	if err := preallocate(f, int64(req.Size)); err != nil {
+	if err := prealloc.Reserve(f, 0, int64(req.Size)); err != nil {
 		sv.fail(r, err)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/zeebo/blake3"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -252,7 +253,7 @@ func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume 
 		return nil, err
 	}
 	defer in.Close()
-	if err := preallocate(f, int64(e.Size)); err != nil {
+	if err := prealloc.Reserve(f, 0, int64(e.Size)); err != nil {
 		return nil, err
 	}
 	if offset > 0 {

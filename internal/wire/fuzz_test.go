@@ -53,6 +53,11 @@ func bodyType(h Header) message {
 			return &Entry{}
 		}
 		return &GetReq{}
+	case OpStream:
+		if reply {
+			return &Entry{}
+		}
+		return &StreamReq{}
 	case OpStatfs:
 		if reply {
 			return &Statfs{}

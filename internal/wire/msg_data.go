@@ -65,6 +65,42 @@ func (m *GetReq) Decode(b []byte) error {
 	return d.done("GET")
 }
 
+// StreamReq is the body of STREAM: push [Offset, Offset+Length) of a regular file, or up to
+// its end if that comes first. The owner answers with the file's Entry, DATA frames of at most
+// MaxChunk bytes in order while it has credit, and END carrying the file's size (8 bytes).
+// Unlike GET there is no hash: a mount reading ahead of a sequential reader uses it, and the
+// mount trusts the link, not a digest, as it does for READ.
+type StreamReq struct {
+	Share  string
+	Path   string
+	Offset uint64
+	Length uint64
+	Window uint32 // initial credit in bytes
+}
+
+func (m *StreamReq) AppendTo(b []byte) []byte {
+	e := encoder{b}
+	e.str(m.Share)
+	e.str(m.Path)
+	e.u64(m.Offset)
+	e.u64(m.Length)
+	e.u32(m.Window)
+	return e.b
+}
+
+func (m *StreamReq) Decode(b []byte) error {
+	d := decoder{b: b}
+	m.Share = d.share()
+	m.Path = d.path("path")
+	m.Offset = d.u64("offset")
+	m.Length = d.u64("length")
+	m.Window = d.u32("window")
+	if d.err == nil && m.Window < MinWindow {
+		return fmt.Errorf("%w: STREAM window of %d bytes, minimum %d", ErrMalformed, m.Window, MinWindow)
+	}
+	return d.done("STREAM")
+}
+
 // StreamEnd is the body of END in GET and PUT: the total size and the BLAKE3-256 hash of the
 // whole file, from byte 0, whatever offset the stream started at.
 type StreamEnd struct {

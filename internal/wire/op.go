@@ -33,6 +33,7 @@ const (
 	OpGetXattr  Op = 0x16 // one extended attribute's value
 	OpListXattr Op = 0x17 // the names of a file's extended attributes
 	OpWatch     Op = 0x18 // subscribe to a share's changes: EVENTS frames until CANCEL
+	OpStream    Op = 0x19 // a range of a file as a push stream with credit, without a hash
 )
 
 // Exchange frame of a WATCH subscription.
@@ -64,6 +65,7 @@ var opNames = map[Op]string{
 	OpShares: "SHARES", OpStat: "STAT", OpReadDir: "READDIR", OpRead: "READ", OpGet: "GET",
 	OpPut: "PUT", OpMkdir: "MKDIR", OpSymlink: "SYMLINK", OpSetAttr: "SETATTR",
 	OpStatfs: "STATFS", OpGetXattr: "GETXATTR", OpListXattr: "LISTXATTR", OpWatch: "WATCH",
+	OpStream: "STREAM",
 	OpEvents: "EVENTS", OpCreate: "CREATE", OpWrite: "WRITE", OpUnlink: "UNLINK", OpRmdir: "RMDIR",
 	OpRename: "RENAME", OpLink: "LINK", OpSetXattr: "SETXATTR", OpRemoveXattr: "REMOVEXATTR",
 	OpFallocate: "FALLOCATE", OpFsync: "FSYNC",

@@ -44,7 +44,7 @@ func TestOps(t *testing.T) {
 
 func TestOpIsRequest(t *testing.T) {
 	requests := []Op{
-		OpShares, OpStat, OpReadDir, OpRead, OpGet, OpStatfs, OpGetXattr, OpListXattr, OpWatch,
+		OpShares, OpStat, OpReadDir, OpRead, OpGet, OpStatfs, OpGetXattr, OpListXattr, OpWatch, OpStream,
 		OpPut, OpMkdir, OpSymlink, OpSetAttr, OpCreate, OpWrite, OpUnlink, OpRmdir, OpRename, OpLink,
 		OpSetXattr, OpRemoveXattr, OpFallocate, OpFsync,
 	}

@@ -99,6 +99,8 @@ var samples = []sample{
 	{"get", OpGet, 0, &GetReq{Share: "projects", Path: "data/big.bin", Offset: 0, Window: 16 << 20}},
 	{"get-resume", OpGet, 0, &GetReq{Share: "projects", Path: "data/big.bin", Offset: 123456789, Window: MinWindow}},
 	{"get-reply", OpGet, FlagResponse, &Entry{Mode: ModeRegular | 0o644, Size: 9<<20 + 12345, MtimeNs: 1_700_000_000_000_000_000, Nlink: 1}},
+	{"stream", OpStream, 0, &StreamReq{Share: "projects", Path: "data/big.bin", Offset: 64 << 20, Length: 1 << 62, Window: 8 << 20}},
+	{"stream-reply", OpStream, FlagResponse, &Entry{Mode: ModeRegular | 0o644, Size: 9<<20 + 12345, MtimeNs: 1_700_000_000_000_000_000, Nlink: 1}},
 	{"put", OpPut, 0, &PutReq{Share: "inbox", Path: "photos/img_0001.jpg", Size: 3 << 20, Mode: 0o644, MtimeNs: 1_600_000_000_000_000_000}},
 	{"put-resume", OpPut, 0, &PutReq{Share: "inbox", Path: "photos/img_0001.jpg", Size: 3 << 20, Mode: 0o600, MtimeNs: -5, Flags: PutResume}},
 	{"put-reply", OpPut, FlagResponse, &PutResp{Offset: 1 << 20, Window: 16 << 20}},

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package fusefs
+
+import "github.com/hanwen/go-fuse/v2/fuse"
+
+func probePassthrough(srv *fuse.Server) (why string) { return "FUSE passthrough exists only on Linux" }

@@ -1,0 +1,135 @@
+package node_test
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/peertest"
+)
+
+// readSequentially reads path with 1 MiB reads, as cp and cat do.
+func readSequentially(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	if _, err := io.CopyBuffer(&out, f, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestMountSequentialReadStreams: a sequential reader is served by a STREAM that runs ahead of
+// it, random reads by tagged READs, and both return the owner's bytes.
+func TestMountSequentialReadStreams(t *testing.T) {
+	m := mountShare(t)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "seq.bin"), 40<<20+12345, 31)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "rand.bin"), 24<<20, 32)
+
+	want, _ := os.ReadFile(filepath.Join(m.share, "seq.bin"))
+	if got := readSequentially(t, filepath.Join(m.mnt, "seq.bin")); !bytes.Equal(got, want) {
+		t.Fatalf("sequential read through the mount: %d bytes, differ from the owner's %d", len(got), len(want))
+	}
+	streams := counter(t, m, "streams")
+	if streams == 0 {
+		t.Fatal("a sequential read of 40 MiB opened no STREAM")
+	}
+
+	// Random 64 KiB reads away from offset 0 (which counts as the start of a sequential read).
+	want, _ = os.ReadFile(filepath.Join(m.share, "rand.bin"))
+	f, err := os.Open(filepath.Join(m.mnt, "rand.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 64<<10)
+	for i := 0; i < 50; i++ {
+		off := (1 + rng.Int64N(int64(len(want))/int64(len(buf))-1)) * int64(len(buf))
+		if _, err := f.ReadAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, want[off:off+int64(len(buf))]) {
+			t.Fatalf("random read at %d differs from the owner's bytes", off)
+		}
+	}
+	if after := counter(t, m, "streams"); after > streams+2 {
+		t.Errorf("50 random reads opened %d streams; random access should use READs", after-streams)
+	}
+}
+
+// TestMountStreamSeesChange: a file rewritten on the owner while a sequential reader is
+// halfway through is read again in its new version once the change event arrived; the
+// stream of the old version never serves the new reader.
+func TestMountStreamSeesChange(t *testing.T) {
+	m := mountShare(t)
+	owner := filepath.Join(m.share, "v.bin")
+	peertest.WriteRandomFile(t, owner, 32<<20, 41)
+	old, _ := os.ReadFile(owner)
+
+	f, err := os.Open(filepath.Join(m.mnt, "v.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := make([]byte, 16<<20)
+	if _, err := io.ReadFull(f, half); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !bytes.Equal(half, old[:len(half)]) {
+		t.Fatal("first half differs from the owner's")
+	}
+
+	// Same size, new bytes: only the change event tells them apart.
+	time.Sleep(20 * time.Millisecond) // a new mtime even on coarse clocks
+	peertest.WriteRandomFile(t, owner, 32<<20, 42)
+	now, _ := os.ReadFile(owner)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got := readSequentially(t, filepath.Join(m.mnt, "v.bin"))
+		if bytes.Equal(got, now) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("2 s after the owner rewrote the file the mount still serves other bytes (old version: %v)", bytes.Equal(got, old))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestMountTimerFlush: data written to a file that stays open reaches the owner within a
+// couple of seconds, without close or fsync.
+func TestMountTimerFlush(t *testing.T) {
+	m := mountShare(t)
+	f, err := os.Create(filepath.Join(m.mnt, "log.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	line := []byte("written and left open\n")
+	if _, err := f.Write(line); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(m.share, "log.txt"))
+		if bytes.Equal(b, line) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("3 s after a write to an open file the owner has %q", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close after the timed flush: %v", err)
+	}
+}

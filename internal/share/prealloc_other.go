@@ -1,7 +1,0 @@
-//go:build !linux
-
-package share
-
-import "os"
-
-func preallocate(f *os.File, size int64) error { return nil }
