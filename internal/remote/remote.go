@@ -149,14 +149,22 @@ func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []
 		return wire.Entry{}, fmt.Errorf("WRITE of %d bytes: at most %d go in one request", len(data), wire.MaxChunk)
 	}
 	req := wire.WriteReq{Share: share, Path: path, Offset: off}
-	// Head and data in one pooled buffer: the frame body is contiguous, and a 1 MiB write
-	// allocates nothing.
+	// Head and data in one pooled frame buffer, sent as it is: a 1 MiB write allocates
+	// nothing and is copied once, into the frame.
 	headLen := len(req.AppendTo(nil))
 	body := rpc.GetBuffer(headLen + len(data))
-	defer body.Release()
-	b := req.AppendTo(body.Payload()[:0])
-	b = append(b, data...)
-	return p.callEntry(ctx, wire.OpWrite, b)
+	req.AppendTo(body.Payload()[:0])
+	copy(body.Payload()[headLen:], data)
+	buf, err := p.S.CallBuffer(ctx, wire.OpWrite, body)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	defer buf.Release()
+	var e wire.Entry
+	if err := e.Decode(buf.Payload()); err != nil {
+		return wire.Entry{}, fmt.Errorf("WRITE reply: %w", err)
+	}
+	return e, nil
 }
 
 // Unlink removes the non-directory name path.

@@ -31,6 +31,33 @@ func (s *Session) Call(ctx context.Context, op wire.Op, body []byte) (*Buffer, e
 	return f.buf, nil
 }
 
+// CallBuffer is Call with the request body already in body's payload (a pooled Buffer from
+// GetBuffer): a bulk request such as a 1 MiB WRITE leaves without being copied again.
+// CallBuffer takes ownership of body and releases it.
+func (s *Session) CallBuffer(ctx context.Context, op wire.Op, body *Buffer) (*Buffer, error) {
+	x, err := s.open(ctx, op)
+	if err != nil {
+		body.Release()
+		return nil, err
+	}
+	if err := x.sendBuffer(op, body); err != nil {
+		x.end()
+		return nil, err
+	}
+	defer x.in.close()
+	f, err := x.reply(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.h.Flags&wire.FlagMore != 0 {
+		f.buf.Release()
+		x.abandon()
+		return nil, fmt.Errorf("%w: %v reply has more frames than expected", ErrProtocol, op)
+	}
+	x.end()
+	return f.buf, nil
+}
+
 // CallMore sends a request whose reply may span several frames and calls fn with each frame's
 // payload, which is valid only during the call.
 func (s *Session) CallMore(ctx context.Context, op wire.Op, body []byte, fn func(payload []byte) error) error {
