@@ -47,6 +47,14 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		n.mu.Lock()
+		pass := n.passOpens > 0
+		n.mu.Unlock()
+		if pass {
+			return nil, 0, n.refuseWriteOpen()
+		}
+	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		n.wb.Truncate(0)
 		n.root.stats.roundTrips.Add(1)
@@ -62,10 +70,24 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	return n.openHandle(ctx, flags, &e)
 }
 
+// refuseWriteOpen answers an open for writing of a file open by passthrough. The kernel
+// requires every open of an inode open by passthrough to be passthrough too (else the open
+// fails with EIO), and a passthrough write would reach the cache file, not the owner. ETXTBSY
+// says what it is, and the log says what to do.
+func (n *Node) refuseWriteOpen() syscall.Errno {
+	n.root.log.Warn("open for writing refused: the file is being read through FUSE passthrough; "+
+		"close its readers first, or mount with --no-passthrough", "path", n.path())
+	return syscall.ETXTBSY
+}
+
 // openHandle builds the handle for an open of the file described by e.
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1}
 	n.mu.Lock()
+	if h.writable && n.passOpens > 0 {
+		n.mu.Unlock()
+		return nil, 0, n.refuseWriteOpen()
+	}
 	n.opens++
 	n.mu.Unlock()
 	if h.writable {
