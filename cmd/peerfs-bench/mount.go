@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -157,28 +156,25 @@ func init() {
 		},
 		run: func(ctx context.Context, o commonOptions) (*Section, error) {
 			mo.commonOptions = o
-			return nil, runMount(ctx, mo)
+			return runMount(ctx, mo)
 		},
 	})
 }
 
-func runMount(ctx context.Context, o mountOptions) (err error) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("/dev/fuse is missing: the mount benchmark needs FUSE (modprobe fuse, apt-get install fuse3)")
-	}
-	if _, err := exec.LookPath("fusermount3"); err != nil {
-		return fmt.Errorf("fusermount3 is missing: apt-get install fuse3 (or scripts/deps.sh)")
+func runMount(ctx context.Context, o mountOptions) (sec *Section, err error) {
+	if missing := fuseMissing(); missing != nil {
+		return nil, fmt.Errorf("the mount benchmark needs FUSE: %w", missing)
 	}
 	keep := o.Dir != ""
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "peerfs-bench-mount-")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		o.Dir = d
 	}
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
-		return err
+		return nil, err
 	}
 	b := &mountBench{
 		o:         o,
@@ -212,29 +208,29 @@ func runMount(ctx context.Context, o mountOptions) (err error) {
 
 	// Leftovers of an interrupted run in a --dir would make the workloads fail.
 	if mounted(b.peerfsMnt) || mounted(sshfsMnt) {
-		return fmt.Errorf("%s or %s is still mounted: unmount it first (fusermount3 -u)", b.peerfsMnt, sshfsMnt)
+		return nil, fmt.Errorf("%s or %s is still mounted: unmount it first (fusermount3 -u)", b.peerfsMnt, sshfsMnt)
 	}
 	for _, d := range []string{native, filepath.Join(b.owner, "write.bin"), filepath.Join(b.owner, "clone"), filepath.Join(b.owner, "create")} {
 		os.RemoveAll(d)
 	}
 	for _, d := range []string{b.owner, filepath.Dir(b.srcLocal), native, b.peerfsMnt, sshfsMnt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	fmt.Fprintf(os.Stderr, "writing two %d MiB test files and a %d-file git repository...\n", o.Size>>20, o.Files)
 	if err := writeRandom(b.bigOwner, o.Size); err != nil {
-		return err
+		return nil, err
 	}
 	if err := writeRandom(b.srcLocal, o.Size); err != nil {
-		return err
+		return nil, err
 	}
 	if err := makeRepo(ctx, b.repo, o.Files); err != nil {
-		return err
+		return nil, err
 	}
 
 	if b.peers, err = startPeers(ctx, o.Peerfs, o.Dir, b.owner, false); err != nil {
-		return err
+		return nil, err
 	}
 	undo = append(undo, func() {
 		if err := b.peers.unmount(b.peerfsMnt); err != nil {
@@ -266,7 +262,7 @@ func runMount(ctx context.Context, o mountOptions) (err error) {
 	} else {
 		srv, err := startSSHD(ctx, filepath.Join(o.Dir, "ssh"))
 		if err != nil {
-			return fmt.Errorf("starting sshd for the sshfs column: %w (--no-sshfs skips it)", err)
+			return nil, fmt.Errorf("starting sshd for the sshfs column: %w (--no-sshfs skips it)", err)
 		}
 		undo = append(undo, srv.stop)
 		for _, n := range srv.notes {
@@ -307,16 +303,12 @@ func runMount(ctx context.Context, o mountOptions) (err error) {
 		for j := range targets {
 			t := targets[(i+j)%len(targets)]
 			if err := b.runTarget(ctx, t, i); err != nil {
-				return fmt.Errorf("%s, run %d: %w", t.name, i+1, err)
+				return nil, fmt.Errorf("%s, run %d: %w", t.name, i+1, err)
 			}
 		}
 	}
 	printMountReport(os.Stdout, b.rep)
-	if o.Out != "" {
-		out, _ := json.MarshalIndent(b.rep, "", "  ")
-		return os.WriteFile(o.Out, append(out, '\n'), 0o644)
-	}
-	return nil
+	return mountSection(b.rep), nil
 }
 
 // runTarget runs the five workloads on one target, from a cold start.

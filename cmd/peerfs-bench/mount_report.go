@@ -65,27 +65,54 @@ func (w *workloadResult) samples(target string) []mountSample {
 	return nil
 }
 
+// mountTable is the workloads table of both the terminal report and the section.
+func mountTable(r *mountReport) string {
+	var b strings.Builder
+	b.WriteString("| workload | peerfs | sshfs | native | peerfs/native | peerfs vs sshfs |\n|---|---|---|---|---|---|\n")
+	for i := range r.Workloads {
+		w := &r.Workloads[i]
+		vsNative, vsSSHFS := "-", "-"
+		if x, ok := w.ratio(tPeerfs, tNative); ok {
+			vsNative = fmt.Sprintf("%.2f", x)
+		}
+		if x, ok := w.ratio(tPeerfs, tSSHFS); ok {
+			vsSSHFS = fmt.Sprintf("%.2fx", x)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", w.Name, w.cell(tPeerfs), w.cell(tSSHFS), w.cell(tNative), vsNative, vsSSHFS)
+	}
+	return b.String()
+}
+
+// ratio is a's speed over b's: above 1, a is faster.
+func (w *workloadResult) ratio(a, b string) (float64, bool) {
+	x, okA := w.speed(a)
+	y, okB := w.speed(b)
+	if !okA || !okB || y == 0 {
+		return 0, false
+	}
+	return x / y, true
+}
+
 func printMountReport(out io.Writer, r *mountReport) {
 	fmt.Fprintf(out, "\n%s; %d MiB file, %d-file repository, %d creates, %d runs, medians (min-max)\n\n",
 		r.Machine, r.Size>>20, r.Files, r.Creates, r.Runs)
-	fmt.Fprintln(out, "| workload | peerfs | sshfs | native | peerfs/native | peerfs vs sshfs |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|")
-	for i := range r.Workloads {
-		w := &r.Workloads[i]
-		p, okP := w.speed(tPeerfs)
-		s, okS := w.speed(tSSHFS)
-		n, okN := w.speed(tNative)
-		vsNative, vsSSHFS := "-", "-"
-		if okP && okN {
-			vsNative = fmt.Sprintf("%.2f", p/n)
-		}
-		if okP && okS {
-			vsSSHFS = fmt.Sprintf("%.2fx", p/s)
-		}
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", w.Name, w.cell(tPeerfs), w.cell(tSSHFS), w.cell(tNative), vsNative, vsSSHFS)
-	}
+	fmt.Fprint(out, mountTable(r))
 	fmt.Fprintln(out, "\nRatios compare speed, so above 1 means peerfs is faster; for the timed rows they are the other's seconds over peerfs's.")
+	for _, d := range mountDetails(r) {
+		fmt.Fprintln(out, d)
+	}
+	if r.SSHFS != "" {
+		fmt.Fprintf(out, "sshfs: %s\n", r.SSHFS)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
+}
 
+// mountDetails are the figures behind the table: the daemons' CPU, the write's call sizes,
+// how the warm re-read was served.
+func mountDetails(r *mountReport) []string {
+	var out []string
 	var cpu []string
 	for i := range r.Workloads {
 		w := &r.Workloads[i]
@@ -108,7 +135,7 @@ func printMountReport(out io.Writer, r *mountReport) {
 		}
 	}
 	if len(cpu) > 0 {
-		fmt.Fprintf(out, "peerfs daemons' CPU (both ends, medians): %s\n", strings.Join(cpu, ", "))
+		out = append(out, fmt.Sprintf("peerfs daemons' CPU (both ends, medians): %s", strings.Join(cpu, ", ")))
 	}
 	for i := range r.Workloads {
 		w := &r.Workloads[i]
@@ -129,15 +156,15 @@ func printMountReport(out io.Writer, r *mountReport) {
 			a, _, _ := median(avg)
 			o, _, _ := median(owner)
 			oa, _, _ := median(ownerAvg)
-			fmt.Fprintf(out, "peerfs write (peerfs stats): cp made %.0f WRITE calls of %.0f KiB on average; %.0f writes of %.0f KiB on average went to the owner",
+			l := fmt.Sprintf("peerfs write (peerfs stats): cp made %.0f WRITE calls of %.0f KiB on average; %.0f writes of %.0f KiB on average went to the owner",
 				c, a/1024, o, oa/1024)
 			if r.Blksize[tPeerfs] > 0 {
-				fmt.Fprintf(out, "; st_blksize %d KiB", r.Blksize[tPeerfs]>>10)
+				l += fmt.Sprintf("; st_blksize %d KiB", r.Blksize[tPeerfs]>>10)
 				if r.Blksize[tSSHFS] > 0 {
-					fmt.Fprintf(out, " (sshfs: %d KiB)", r.Blksize[tSSHFS]>>10)
+					l += fmt.Sprintf(" (sshfs: %d KiB)", r.Blksize[tSSHFS]>>10)
 				}
 			}
-			fmt.Fprintln(out)
+			out = append(out, l)
 		case "warm_read":
 			pt := 0
 			for _, s := range ss {
@@ -146,14 +173,85 @@ func printMountReport(out io.Writer, r *mountReport) {
 				}
 			}
 			if len(ss) > 0 {
-				fmt.Fprintf(out, "peerfs warm re-read: opened by FUSE passthrough in %d of %d runs\n", pt, len(ss))
+				out = append(out, fmt.Sprintf("peerfs warm re-read: opened by FUSE passthrough in %d of %d runs", pt, len(ss)))
 			}
 		}
 	}
-	if r.SSHFS != "" {
-		fmt.Fprintf(out, "sshfs: %s\n", r.SSHFS)
+	return out
+}
+
+// mountSection is the mount benchmark's part of BENCHMARKS.md.
+func mountSection(r *mountReport) *Section {
+	var b strings.Builder
+	b.WriteString(`Two real daemons on loopback; beta mounts alpha's share with ` + "`peerfs mount`" + `. sshfs mounts
+the same folder through an OpenSSH server that the harness starts on 127.0.0.1 with temporary
+keys. "native" works on the owner's folder directly. Cold reads start each run with beta's
+chunk cache emptied (daemon restarted) and the owner's page cache for the file dropped.
+Workloads run interleaved, in rotating order.
+
+`)
+	fmt.Fprintf(&b, "%s file, %d-file repository, %d creates, %d runs, medians (min-max):\n\n", spelledSize(r.Size), r.Files, r.Creates, r.Runs)
+	b.WriteString(mountTable(r))
+	b.WriteString("\nRatios compare speed, so above 1 means peerfs is faster; for the timed rows the ratio is the\nother side's seconds over peerfs's.\n")
+	if d := mountDetails(r); len(d) > 0 {
+		b.WriteString("\nDetails from the same run:\n\n")
+		for _, l := range d {
+			b.WriteString("- " + l + ".\n")
+		}
+		if r.SSHFS != "" {
+			b.WriteString("- sshfs options: " + r.SSHFS + ".\n")
+		}
 	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(out, "note: %s\n", n)
+	if reading := mountReading(r); len(reading) > 0 {
+		b.WriteString("\nReading it:\n\n")
+		for _, l := range reading {
+			b.WriteString("- " + l + "\n")
+		}
 	}
+	return &Section{
+		Title:    "Mount: peerfs vs sshfs vs the native disk, same run",
+		Markdown: b.String(),
+		Notes:    r.Notes,
+		Raw:      r,
+	}
+}
+
+// mountReading derives the "reading it" list: where peerfs stands against sshfs and the
+// native disk, workload by workload.
+func mountReading(r *mountReport) []string {
+	var ahead, behind []string
+	var vsNative []string
+	for i := range r.Workloads {
+		w := &r.Workloads[i]
+		if x, ok := w.ratio(tPeerfs, tSSHFS); ok {
+			s := fmt.Sprintf("%s %.2fx", w.Key, x)
+			if x >= 1 {
+				ahead = append(ahead, s)
+			} else {
+				behind = append(behind, s)
+			}
+		}
+		if x, ok := w.ratio(tPeerfs, tNative); ok {
+			vsNative = append(vsNative, fmt.Sprintf("%s %.0f%%", w.Key, 100*x))
+		}
+	}
+	var out []string
+	switch {
+	case len(ahead) > 0 && len(behind) == 0:
+		out = append(out, fmt.Sprintf("**peerfs is ahead of sshfs on all %d workloads**: %s.", len(ahead), strings.Join(ahead, ", ")))
+	case len(ahead) > 0 || len(behind) > 0:
+		out = append(out, fmt.Sprintf("**peerfs against sshfs** (speed ratio): ahead on %s; behind on %s.",
+			orNone(ahead), orNone(behind)))
+	}
+	if len(vsNative) > 0 {
+		out = append(out, fmt.Sprintf("**Share of the native disk's speed**: %s.", strings.Join(vsNative, ", ")))
+	}
+	return out
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }
