@@ -207,8 +207,17 @@ type sshfsMount struct {
 // mount mounts remote (a directory on this machine, served by s) at dir with sshfs in the
 // foreground and returns once the mount is in place.
 func (s *sshServer) mount(ctx context.Context, remote, dir string) (*sshfsMount, error) {
+	return s.mountPort(ctx, s.port, remote, dir)
+}
+
+// addr is where sshd listens, for a proxy to put in front of it.
+func (s *sshServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// mountPort is mount through another port of 127.0.0.1 that leads to this server, such as a
+// proxy in front of it (the WAN benchmark's latency and rate limit).
+func (s *sshServer) mountPort(ctx context.Context, port int, remote, dir string) (*sshfsMount, error) {
 	m := &sshfsMount{dir: dir, done: make(chan struct{})}
-	m.proc = exec.Command(s.sshfs, "-f", "-F", "/dev/null", "-p", strconv.Itoa(s.port),
+	m.proc = exec.Command(s.sshfs, "-f", "-F", "/dev/null", "-p", strconv.Itoa(port),
 		"-o", "IdentityFile="+s.key+","+sshfsOptions,
 		s.user+"@127.0.0.1:"+remote, dir)
 	m.proc.Stderr = &m.stderr
