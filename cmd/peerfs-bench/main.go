@@ -1,30 +1,38 @@
-// Command peerfs-bench measures peerfs against references taken in the same run, on loopback:
+// Command peerfs-bench measures peerfs against references taken in the same run, on loopback,
+// and turns the results into BENCHMARKS.md:
 //
-//	peerfs-bench link  [--size 1GiB] [--runs 3] [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]
-//	peerfs-bench mount [--size 1GiB] [--runs 3] [--files 1000] [--creates 1000] [--no-sshfs]
-//	                   [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]
+//	peerfs-bench SUITE [common flags] [suite flags]
+//	peerfs-bench report [--results bench-results] [--markdown BENCHMARKS.md] [--plots docs/bench]
 //
-// "link" moves one file of --size over plain TCP, over bare TLS 1.3 (crypto/tls with the
-// exact configuration peerfs uses), over peerfs's TLS transport (the same, with record
-// coalescing), and as a real "peerfs pull" between two daemons started for the purpose; it
-// also times a native cp of the same file on the same disk, the ceiling for anything that
-// writes the file. Each path runs --runs times, interleaved; it prints medians with min and
-// max, CPU seconds per GiB (both ends), the ratios, and the daemons' peak RSS.
+// Each suite prints its tables on stdout and, with --out FILE, writes them as a JSON Section
+// (suite.go): Markdown, plots and every sample. The suites, one file each:
 //
-// "mount" starts the same two daemons, mounts the owner's read-write share through the second
-// and runs five workloads through the mount: a cold sequential read of a --size file, a warm
-// re-read of it, a write of a --size file with cp, a git clone of a generated repository of
-// --files files, and the creation of --creates files of 4 KiB. The same workloads run on the
-// owner's disk (native) and, when sshfs and sshd are installed, over an sshfs mount of the same
-// owner folder served by an sshd the benchmark starts on 127.0.0.1. Each target runs --runs
-// times, interleaved; it prints medians with min and max and the ratios.
+//   - link: one --size file over plain TCP, bare TLS 1.3 (crypto/tls with peerfs's
+//     configuration), peerfs's transport (the same with record coalescing), a native cp, a real
+//     "peerfs pull" between two daemons and a cold read through a peerfs mount; MiB/s, CPU
+//     seconds per GiB of both ends, ratios to plain TCP and bare TLS, the daemons' peak RSS.
+//   - mount: five workloads through a peerfs mount, through sshfs (an sshd the benchmark starts
+//     on 127.0.0.1) and on the native disk: cold and warm reads of a --size file, a cp into the
+//     mount, git clone of a generated --files repository, --creates files of 4 KiB.
+//   - blocksize, patterns, meta, tree: the block-size sweep, access patterns, metadata and small
+//     I/O, and the compilebench-like tree workload (see their files).
+//   - wan: the key workloads with round-trip time and a rate limit between the nodes, through
+//     an in-process toxiproxy that carries peerfs and sshfs alike (wan.go).
+//
+// "report" reads every JSON section of a directory, draws their plots as PNG files and
+// rewrites the part of BENCHMARKS.md between <!-- results:begin --> and <!-- results:end -->.
+//
+// Common flags: --size (default 1GiB), --runs (default 3; medians with min and max are
+// reported), --dir (work directory, default a new one under $TMPDIR, removed at the end),
+// --peerfs (the binary, default bin/peerfs), --out (the JSON section), --quick (tiny sizes
+// and one run, so a test can run a suite in seconds; flags given explicitly still win).
+//
+// Every suite undoes what it started (mounts, daemons, sshd, proxies) also on ^C, and exits
+// 130 then.
 //
 // With PEERFS_BENCH_PROFILE_DIR set, the daemons write CPU profiles there: alpha.cpu and
-// beta.cpu, and beta-2.cpu, beta-3.cpu... for the daemons the mount benchmark restarts to
-// empty the cache (go tool pprof bin/peerfs DIR/beta.cpu).
-//
-// --quick shrinks everything (16 MiB, one run, 100 files) so a test can run the harness in
-// seconds; flags given explicitly still win.
+// beta.cpu, and beta-2.cpu, beta-3.cpu... for the daemons a suite restarts to empty the cache
+// (go tool pprof bin/peerfs DIR/beta.cpu).
 package main
 
 import (
@@ -45,6 +53,7 @@ func usage() string {
 	for _, n := range suiteNames() {
 		u += "  peerfs-bench " + n + " " + suites[n].usage + "\n"
 	}
+	u += "  " + reportUsage + "\n"
 	return u + "common flags: [--size N] [--runs N] [--dir DIR] [--peerfs BIN] [--out FILE] [--quick]"
 }
 
@@ -82,6 +91,9 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if verb == "report" { // reads results, measures nothing: its own flags only
+		os.Exit(reportMain(os.Args[2:]))
 	}
 	fs := flag.NewFlagSet(verb, flag.ExitOnError)
 	fs.Usage = func() { fmt.Fprintln(os.Stderr, usage()); fs.PrintDefaults() }
