@@ -284,8 +284,19 @@ func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Er
 	if err := n.root.owner.Rename(ctx, p, hidden, wire.RenameNoReplace); err != nil {
 		return false, toErrno(err)
 	}
+	// The kernel sends RELEASE after close(2) returns, so the last close may have landed
+	// while the rename was on its way: then nobody is left to delete the hidden file.
 	cn.mu.Lock()
-	cn.hidden = hidden
+	closed := cn.opens == 0
+	if !closed {
+		cn.hidden = hidden
+	}
 	cn.mu.Unlock()
+	if closed {
+		n.root.stats.roundTrips.Add(1)
+		if err := n.root.owner.Unlink(ctx, hidden); err != nil {
+			n.root.log.Warn("could not delete an unlinked file on the owner", "path", hidden, "err", err)
+		}
+	}
 	return true, 0
 }

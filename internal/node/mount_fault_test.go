@@ -232,10 +232,8 @@ func TestMountSqliteAndStressNG(t *testing.T) {
 	if testing.Short() {
 		secs = "4"
 	}
-	// The rename stressor is left out for now: under load its final rmdir sometimes finds
-	// the directory not empty (a known bug, see the stop note of this change).
 	cmd := exec.Command("stress-ng", "--temp-path", dir, "--hdd", "1", "--hdd-bytes", "8M",
-		"--dir", "1", "--filename", "1", "--link", "1",
+		"--dir", "1", "--filename", "1", "--link", "1", "--rename", "1",
 		"--timeout", secs, "--metrics-brief")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -247,5 +245,14 @@ func TestMountSqliteAndStressNG(t *testing.T) {
 	}
 	if strings.Contains(string(out), "fail") && !strings.Contains(string(out), "0 failed") {
 		t.Fatalf("stress-ng reported failures:\n%s", out)
+	}
+	// Every stressor removes its own directory; a leftover means a file unlinked while open
+	// stayed behind under its hidden name.
+	if left, _ := os.ReadDir(filepath.Join(m.share, "stress")); len(left) != 0 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("stress-ng's directories left behind on the owner: %v", names)
 	}
 }
