@@ -6,7 +6,7 @@ BIN      := bin/peerfs
 BENCHBIN := bin/peerfs-bench
 FUZZTIME ?= 30s
 
-.PHONY: all build demo test test-race test-full fuzz bench bench-link bench-mount deps clean
+.PHONY: all build demo test test-race test-full fuzz bench bench-quick bench-report deps clean
 
 all: build
 
@@ -36,23 +36,34 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzFrame -fuzztime=$(FUZZTIME) ./internal/wire/
 	$(GO) test -run='^$$' -fuzz=FuzzSharePath -fuzztime=$(FUZZTIME) ./internal/share/
 
-# Link throughput: plain TCP, bare TLS, peerfs transport, native cp and a real peerfs pull,
-# 1 GiB each, 5 runs, medians (BENCHMARKS.md).
-bench-link: build
-	$(BENCHBIN) link --size 1GiB --runs 5 --peerfs $(BIN) --out bench-link.json
+# The benchmark suites of peerfs-bench (BENCHMARKS.md says what each measures), in the order
+# BENCHMARKS.md shows them.
+BENCH_SUITES   := link mount blocksize patterns meta tree wan
+BENCH_RESULTS  := bench-results
 
-# The mount against sshfs and the owner's disk: cold and warm 1 GiB reads, a 1 GiB cp, git
-# clone of a 1,000-file repository, 1,000 creates of 4 KiB; 3 runs, medians (BENCHMARKS.md).
-# scripts/bench-deps.sh installs sshfs and openssh-server when run as root; without them the
-# sshfs column is skipped.
-bench-mount: build
+# Every suite at full size, one after the other (they share the machine's cores), each
+# writing $(BENCH_RESULTS)/SUITE.json; then "peerfs-bench report" regenerates the results part
+# of BENCHMARKS.md and the plots in docs/bench/. Takes hours (BENCHMARKS.md gives each suite's
+# duration). scripts/bench-deps.sh installs sshfs and openssh-server when run as root; without
+# them the sshfs comparisons are skipped with a note.
+bench: build
 	scripts/bench-deps.sh
-	$(BENCHBIN) mount --size 1GiB --runs 3 --peerfs $(BIN) --out bench-mount.json
+	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) scripts/bench.sh --results $(BENCH_RESULTS) $(BENCH_SUITES)
 
-# Both benchmarks, one after the other (they share the two cores).
-bench:
-	$(MAKE) bench-link
-	$(MAKE) bench-mount
+# The same with --quick (tiny sizes, one run) into a temporary directory, reported into a copy
+# of BENCHMARKS.md there: a check of the harness, never a result.
+bench-quick: build
+	scripts/bench-deps.sh
+	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) scripts/bench.sh --quick $(BENCH_SUITES)
+
+# One suite at full size into $(BENCH_RESULTS) (make bench-wan, make bench-link...), without
+# touching BENCHMARKS.md; "make bench-report" then regenerates it from every result there.
+bench-%: build
+	scripts/bench-deps.sh
+	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) scripts/bench.sh --results $(BENCH_RESULTS) --no-report $*
+
+bench-report: build
+	$(BENCHBIN) report --results $(BENCH_RESULTS) --markdown BENCHMARKS.md --plots docs/bench
 
 clean:
-	rm -rf bin bench-link.json bench-mount.json
+	rm -rf bin $(BENCH_RESULTS) bench-link.json bench-mount.json

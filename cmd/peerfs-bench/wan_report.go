@@ -279,8 +279,9 @@ with ` + "`--wan-size`" + `), because a reader with few requests in flight needs
 	if r.RateMbit > 0 {
 		fmt.Fprintf(&b, "The rate limit is %d Mbit/s (%.0f MiB/s) per direction", r.RateMbit, float64(r.RateMbit)*1e6/8/(1<<20))
 		if r.RateMbit == wanDefaultRate {
-			b.WriteString(", the default: a gigabit link, and below what both targets read at on loopback, so\n" +
-				"that behind the proxy the link and its round trips set the pace rather than the CPU")
+			b.WriteString(", the default: a gigabit link, and below what both\n" +
+				"targets read at on loopback, so that behind the proxy the link and its round trips set the\n" +
+				"pace rather than the CPU")
 		}
 		b.WriteString(".\n\n")
 	}
@@ -299,9 +300,8 @@ with ` + "`--wan-size`" + `), because a reader with few requests in flight needs
 	b.WriteString(wanRoundTripTable(r))
 	plots := wanPlots(r)
 	if len(plots) > 0 {
-		b.WriteString("\n")
 		for _, p := range plots {
-			b.WriteString("{{plot " + p.File + "}}\n")
+			b.WriteString("\n{{plot " + p.File + "}}\n")
 		}
 	}
 	b.WriteString("\nThe link of each condition:\n\n")
