@@ -374,6 +374,10 @@ func (b *metaBench) runTarget(ctx context.Context, t *wtarget, run int) (err err
 			s1 := b.e.stats()
 			rt, _ := s1.since(s0, "round_trips")
 			extra["round_trips_per_call"] = float64(rt) / float64(res.Calls)
+			lk, _ := s1.since(s0, "lookup")
+			extra["lookups_per_call"] = float64(lk) / float64(res.Calls)
+			pt, _ := s1.since(s0, "passthrough_opens")
+			extra["passthrough_opens"] = float64(pt)
 			if op := metaFuseOp[w.row]; op != "" {
 				n, _ := s1.since(s0, op)
 				extra["fuse_per_call"] = float64(n) / float64(res.Calls)
@@ -498,27 +502,7 @@ func (b *metaBench) reading(hasSSHFS bool) string {
 			lo.op, lo.r, hi.op, hi.r)
 	}
 	if hasSSHFS {
-		var faster, slower []string
-		for _, op := range metaOps {
-			p, _, _, ok1 := fs.med(op, tPeerfs)
-			s, _, _, ok2 := fs.med(op, tSSHFS)
-			if !ok1 || !ok2 {
-				continue
-			}
-			if p <= s {
-				faster = append(faster, fmt.Sprintf("%s %.1fx", op, s/p))
-			} else {
-				slower = append(slower, fmt.Sprintf("%s %.1fx", op, p/s))
-			}
-		}
-		fmt.Fprintf(&md, "- **peerfs against sshfs:** faster on %d of %d rows", len(faster), len(faster)+len(slower))
-		if len(faster) > 0 {
-			fmt.Fprintf(&md, " (%s)", strings.Join(faster, ", "))
-		}
-		if len(slower) > 0 {
-			fmt.Fprintf(&md, "; slower on %s", strings.Join(slower, ", "))
-		}
-		md.WriteString(".\n")
+		md.WriteString(versus(fs, metaOps, "rows"))
 	}
 	var costs []string
 	for _, op := range []string{"create", "delete", "open+close", "stat", "deep_stat"} {
@@ -538,6 +522,27 @@ func (b *metaBench) reading(hasSSHFS bool) string {
 	if ok3 && ok4 && ok5 {
 		fmt.Fprintf(&md, "- deep_stat (%d folders) costs %s µs through peerfs against %s µs for a stat in one "+
 			"folder and %s µs natively.\n", deepDirs, num(ds, -1), num(st, -1), num(nds, -1))
+	}
+	for _, op := range metaOps {
+		rt, ok1 := fs.extra(op, tPeerfs, "round_trips_per_call")
+		lk, ok2 := fs.extra(op, tPeerfs, "lookups_per_call")
+		if ok1 && ok2 && rt >= 1.5 {
+			fmt.Fprintf(&md, "- %s makes %.2f round trips per call through peerfs, with %.2f FUSE LOOKUPs per call.\n",
+				op, rt, lk)
+		}
+	}
+	var pt []string
+	for _, op := range metaOps[2:5] {
+		n, ok1 := fs.extra(op, tPeerfs, "passthrough_opens")
+		us, _, _, ok2 := fs.med(op, tPeerfs)
+		nus, _, _, ok3 := fs.med(op, tNative)
+		if ok1 && ok2 && ok3 && n > 0 {
+			pt = append(pt, fmt.Sprintf("%s %s µs (native %s)", op, num(us, -1), num(nus, -1)))
+		}
+	}
+	if len(pt) > 0 {
+		fmt.Fprintf(&md, "- Reads of the cached file are opened by FUSE passthrough, so the kernel reads beta's "+
+			"cache file itself: %s.\n", strings.Join(pt, ", "))
 	}
 	for _, op := range []string{"seq_write 4K", "seq_write 128K"} {
 		mb, ok1 := fs.extra(op, tPeerfs, "mib_per_s")

@@ -828,28 +828,7 @@ func (b *treeBench) reading(hasSSHFS bool) string {
 			rt, files, rt/max(files, 1), 100*small/len(b.shape.files))
 	}
 	if hasSSHFS {
-		var faster, slower []string
-		for _, ph := range treePhases {
-			p, _, _, ok1 := fs.med(ph, tPeerfs)
-			s, _, _, ok2 := fs.med(ph, tSSHFS)
-			if !ok1 || !ok2 {
-				continue
-			}
-			if p <= s {
-				faster = append(faster, fmt.Sprintf("%s %.1fx", ph, s/p))
-			} else {
-				slower = append(slower, fmt.Sprintf("%s %.1fx", ph, p/s))
-			}
-		}
-		if len(faster) > 0 {
-			fmt.Fprintf(&md, "- peerfs is faster than sshfs on %s", strings.Join(faster, ", "))
-			if len(slower) > 0 {
-				fmt.Fprintf(&md, " and slower on %s", strings.Join(slower, ", "))
-			}
-			md.WriteString(".\n")
-		} else if len(slower) > 0 {
-			fmt.Fprintf(&md, "- peerfs is slower than sshfs on every phase: %s.\n", strings.Join(slower, ", "))
-		}
+		md.WriteString(versus(fs, treePhases, "phases"))
 	}
 	if b.o.large {
 		var parts []string

@@ -483,6 +483,38 @@ func ratio(a, b float64, okA, okB bool) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
+// versus compares peerfs with sshfs over rows whose figures are times (lower is better),
+// counting a difference under 5% as even.
+func versus(fs *figures, rows []string, what string) string {
+	var faster, slower, even []string
+	for _, row := range rows {
+		p, _, _, ok1 := fs.med(row, tPeerfs)
+		s, _, _, ok2 := fs.med(row, tSSHFS)
+		switch {
+		case !ok1 || !ok2 || p <= 0 || s <= 0:
+		case s/p >= 1.05:
+			faster = append(faster, fmt.Sprintf("%s %.1fx", row, s/p))
+		case p/s >= 1.05:
+			slower = append(slower, fmt.Sprintf("%s %.1fx", row, p/s))
+		default:
+			even = append(even, row)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "- **peerfs against sshfs:** faster on %d of %d %s", len(faster), len(faster)+len(slower)+len(even), what)
+	if len(faster) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(faster, ", "))
+	}
+	if len(slower) > 0 {
+		fmt.Fprintf(&b, "; slower on %s", strings.Join(slower, ", "))
+	}
+	if len(even) > 0 {
+		fmt.Fprintf(&b, "; even (within 5%%) on %s", strings.Join(even, ", "))
+	}
+	b.WriteString(".\n")
+	return b.String()
+}
+
 // table renders a Markdown table.
 func table(header []string, rows [][]string) string {
 	var b strings.Builder
