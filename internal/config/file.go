@@ -141,8 +141,7 @@ func lock(p Paths) (unlock func(), err error) {
 	return func() { lf.Close() }, nil
 }
 
-// save writes f to a temporary file in the config directory, syncs it and renames it over the
-// config file, then syncs the directory so the rename survives a crash.
+// save writes f as the config file.
 func save(p Paths, f *File) error {
 	out := *f
 	if out.Peers == nil {
@@ -160,32 +159,40 @@ func save(p Paths, f *File) error {
 	if err != nil {
 		return fmt.Errorf("encoding config: %w", err)
 	}
-	b = append(b, '\n')
-
-	tmp, err := os.CreateTemp(p.Config, ".config-*.json")
-	if err != nil {
+	if err := writeAtomic(p.Config, p.ConfigFile(), append(b, '\n')); err != nil {
 		return fmt.Errorf("writing config: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic writes b to a temporary file (mode 0600) in dir, syncs it and renames it over
+// name, then syncs dir so the rename survives a crash. A reader sees the old or the new
+// file, never half of one.
+func writeAtomic(dir, name string, b []byte) error {
+	tmp, err := os.CreateTemp(dir, ".tmp-*.json")
+	if err != nil {
+		return err
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
-		return fmt.Errorf("writing config: %w", err)
+		return err
 	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
-		return fmt.Errorf("writing config: %w", err)
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("writing config: %w", err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing config: %w", err)
+		return err
 	}
-	if err := os.Rename(tmp.Name(), p.ConfigFile()); err != nil {
-		return fmt.Errorf("writing config: %w", err)
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return err
 	}
-	if d, err := os.Open(p.Config); err == nil {
+	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
 	}
