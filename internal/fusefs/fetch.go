@@ -11,12 +11,8 @@ import (
 
 // Fetch flow: a read that misses asks for the missing chunk-aligned pieces (at most one wire
 // chunk each) plus readahead; each piece is one READ to the owner, many in flight (bounded by
-// fetchSlots), deduplicated across readers; the reply is written into the cache file and the
+// Options.ReadsInFlight), deduplicated across readers; the reply is written into the cache file and the
 // reader waits only for the pieces it needs.
-
-// fetchSlots bounds the READs one mount keeps in flight (rpc allows 64 per link; the rest is
-// left for metadata and writes).
-const fetchSlots = 32
 
 var errShrank = errors.New("file changed on the owner during the read")
 
@@ -45,7 +41,7 @@ type fetcher struct {
 func (r *Root) fetcher() *fetcher {
 	r.fetchOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
-		r.fetch_ = &fetcher{flights: map[flightKey]*flight{}, streams: map[streamKey]*seqStream{}, slots: make(chan struct{}, fetchSlots), bg: ctx, stop: cancel}
+		r.fetch_ = &fetcher{flights: map[flightKey]*flight{}, streams: map[streamKey]*seqStream{}, slots: make(chan struct{}, r.opts.ReadsInFlight), bg: ctx, stop: cancel}
 		r.fetch_.bufs.New = func() any { b := make([]byte, wire.MaxChunk); return &b }
 	})
 	return r.fetch_
@@ -55,12 +51,12 @@ func (r *Root) key(p string) cache.Key {
 	return cache.Key{Peer: r.opts.Peer, Share: r.opts.Share, Path: p}
 }
 
-// pieces cuts ranges into fetch pieces of at most one wire chunk, aligned to cache chunks.
-func pieces(ranges []cache.Range) []cache.Range {
+// pieces cuts ranges into fetch pieces of at most size bytes, aligned to multiples of size.
+func pieces(ranges []cache.Range, size int64) []cache.Range {
 	var out []cache.Range
 	for _, rg := range ranges {
 		for off := rg.Off; off < rg.Off+rg.Len; {
-			n := min(int64(wire.MaxChunk)-(off%int64(wire.MaxChunk)), rg.Off+rg.Len-off)
+			n := min(size-(off%size), rg.Off+rg.Len-off)
 			out = append(out, cache.Range{Off: off, Len: n})
 			off += n
 		}
@@ -73,7 +69,7 @@ func pieces(ranges []cache.Range) []cache.Range {
 func (r *Root) fetch(ctx context.Context, p string, cf *cache.File, off, end, ahead int64) error {
 	f := r.fetcher()
 	var wait []*flight
-	for _, pc := range pieces(cf.Missing(off, end-off)) {
+	for _, pc := range pieces(cf.Missing(off, end-off), int64(r.opts.Piece)) {
 		wait = append(wait, r.start(f, p, cf, pc))
 	}
 	if ahead > end {
@@ -95,7 +91,7 @@ func (r *Root) fetch(ctx context.Context, p string, cf *cache.File, off, end, ah
 // prefetch starts fetching [off, end) of cf in the background.
 func (r *Root) prefetch(p string, cf *cache.File, off, end int64) {
 	f := r.fetcher()
-	for _, pc := range pieces(cf.Missing(off, end-off)) {
+	for _, pc := range pieces(cf.Missing(off, end-off), int64(r.opts.Piece)) {
 		r.start(f, p, cf, pc)
 	}
 }

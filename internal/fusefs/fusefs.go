@@ -27,6 +27,7 @@ import (
 	"github.com/peerfs/peerfs/internal/stats"
 	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
+	"github.com/peerfs/peerfs/internal/writeback"
 )
 
 // Owner is what the mount needs from the peer that owns the share: share-relative paths,
@@ -65,10 +66,17 @@ const (
 	// DefaultInline is the size up to which files' contents come inline in directory listings
 	// (seed 004), so opening small files costs no round trip.
 	DefaultInline = 4 << 10
+	// DefaultReadahead is how far past a sequential reader its stream runs.
+	DefaultReadahead = 16 << 20
+	// DefaultReadsInFlight bounds the READs one mount keeps in flight for random reads (rpc
+	// allows 64 per link; the rest is left for metadata and writes).
+	DefaultReadsInFlight = 32
+	// DefaultWritesInFlight is how many WRITEs one flush keeps in flight.
+	DefaultWritesInFlight = writeback.InFlight
+	// DefaultPiece is the size of one READ or WRITE to the owner: the FUSE request size.
+	DefaultPiece = wire.MaxChunk
 	// dirtyLimit is how much unsent data one file may hold before a write flushes it.
 	dirtyLimit = 32 << 20
-	// readahead is how far past a sequential reader the fetcher requests chunks.
-	readahead = 16 << 20
 	// flushDelay is the longest written data waits in the mount while its file stays open:
 	// the owner's readers see it soon, and a crash of this machine loses at most that much.
 	flushDelay = time.Second
@@ -88,6 +96,13 @@ type Options struct {
 	UID, GID    uint32
 	Logger      *slog.Logger
 	Stats       *stats.Set
+
+	// Tuning; zero means the default above. BENCHMARKS.md shows the sweeps the defaults
+	// come from.
+	Readahead      int64 // bytes a sequential reader's stream runs ahead
+	ReadsInFlight  int   // READs in flight for random reads
+	WritesInFlight int   // WRITEs in flight per flush
+	Piece          int   // bytes per READ and WRITE, at most wire.MaxChunk
 }
 
 // Root is mount-wide state; every Node reaches it through root().
@@ -118,6 +133,18 @@ func New(opts Options) *Root {
 	}
 	if opts.Inline == 0 {
 		opts.Inline = DefaultInline
+	}
+	if opts.Readahead <= 0 {
+		opts.Readahead = DefaultReadahead
+	}
+	if opts.ReadsInFlight <= 0 {
+		opts.ReadsInFlight = DefaultReadsInFlight
+	}
+	if opts.WritesInFlight <= 0 {
+		opts.WritesInFlight = DefaultWritesInFlight
+	}
+	if opts.Piece <= 0 || opts.Piece > wire.MaxChunk {
+		opts.Piece = DefaultPiece
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

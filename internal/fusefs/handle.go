@@ -178,7 +178,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		n.root.stats.misses.Add(1)
 		ahead := end
 		if sequential {
-			ahead = min(end+readahead, size)
+			ahead = min(end+n.root.opts.Readahead, size)
 		}
 		var err error
 		if sequential {
@@ -211,8 +211,8 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		}
 	} else {
 		n.root.stats.hits.Add(1)
-		if sequential && end < size && !cf.Present(end, min(readahead/2, size-end)) {
-			n.root.readAheadSequential(n.path(), cf, end, min(end+readahead, size))
+		if sequential && end < size && !cf.Present(end, min(n.root.opts.Readahead/2, size-end)) {
+			n.root.readAheadSequential(n.path(), cf, end, min(end+n.root.opts.Readahead, size))
 		}
 	}
 	// Copy out under our reference: an fd-backed reply is spliced after we return, when the
@@ -304,7 +304,7 @@ func (n *Node) flush(ctx context.Context) syscall.Errno {
 	p := n.path()
 	var last wire.Entry
 	var lastMu sync.Mutex
-	err := n.wb.Flush(ctx, func(ctx context.Context, off int64, data []byte) error {
+	err := n.wb.FlushWith(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, func(ctx context.Context, off int64, data []byte) error {
 		n.root.stats.send.Add(int64(len(data)))
 		n.root.stats.roundTrips.Add(1)
 		e, err := n.root.owner.Write(ctx, p, off, data)

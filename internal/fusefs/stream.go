@@ -15,7 +15,7 @@ import (
 // STREAM from the reader's position and the owner pushes chunks without a request each. The
 // stream's goroutine writes them into the cache file ahead of the reader, so in steady state a
 // read finds its bytes cached and the cache write is not on its reply path. The stream keeps
-// at most streamAhead bytes ahead of the furthest reader (then it stops consuming, and the
+// at most Options.Readahead bytes ahead of the furthest reader (then it stops consuming, and the
 // owner runs out of credit), and ends at the end of the file, after streamIdle without a
 // reader advancing, when a newer stream of the file replaces it, or when the version changes.
 // Random reads keep using tagged READs (fetch.go).
@@ -25,8 +25,6 @@ const (
 	// what the mount consumed; enough to keep a loopback or LAN link busy while the mount
 	// writes earlier chunks into its cache.
 	StreamWindow = 8 << 20
-	// streamAhead is how far past the furthest reader the mount consumes a stream.
-	streamAhead = readahead
 	// streamReserve is how much of the cache file a stream reserves at a time.
 	streamReserve = 16 << 20
 	// streamIdle ends a stream whose readers stopped.
@@ -59,6 +57,7 @@ type seqStream struct {
 	start int64
 	end   int64 // the file's size: the stream ends there
 	wake  chan struct{}
+	ahead int64 // the mount's readahead
 
 	mu   sync.Mutex
 	next int64 // [start, next) is in the cache
@@ -73,7 +72,7 @@ type seqStream struct {
 func (s *seqStream) covers(off int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.done && s.start <= off && off <= s.next+StreamWindow+streamAhead
+	return !s.done && s.start <= off && off <= s.next+StreamWindow+s.ahead
 }
 
 // demand raises how far the stream reads ahead.
@@ -202,7 +201,7 @@ func (r *Root) streamFor(p string, cf *cache.File, off int64) *seqStream {
 	}
 	start := off &^ (cache.ChunkSize - 1)
 	s := &seqStream{key: k, cf: cf.Retain(), start: start, end: cf.Version().Size, wake: make(chan struct{}, 1),
-		next: start, want: start}
+		ahead: r.opts.Readahead, next: start, want: start}
 	f.streams[k] = s
 	r.stats.streams.Add(1)
 	go r.runStream(f, s)

@@ -128,6 +128,14 @@ type SendFunc func(ctx context.Context, off int64, data []byte) error
 // once, and waits for all. On failure the unsent and failed data stays dirty (so a later
 // flush may retry) and the first error is returned. Flushes of one File are serialised.
 func (f *File) Flush(ctx context.Context, send SendFunc) error {
+	return f.FlushWith(ctx, MaxPiece, InFlight, send)
+}
+
+// FlushWith is Flush with pieces of at most pieceSize bytes (at most MaxPiece), inFlight at
+// once.
+func (f *File) FlushWith(ctx context.Context, pieceSize, inFlight int, send SendFunc) error {
+	pieceSize = min(max(pieceSize, 4<<10), MaxPiece)
+	inFlight = max(inFlight, 1)
 	f.flushMu.Lock()
 	defer f.flushMu.Unlock()
 	f.mu.Lock()
@@ -147,11 +155,11 @@ func (f *File) Flush(ctx context.Context, send SendFunc) error {
 	}
 	var pieces []piece
 	for _, e := range exts {
-		for p := int64(0); p < int64(len(e.data)); p += MaxPiece {
-			pieces = append(pieces, piece{e.off + p, e.data[p:min(p+MaxPiece, int64(len(e.data)))]})
+		for p := int64(0); p < int64(len(e.data)); p += int64(pieceSize) {
+			pieces = append(pieces, piece{e.off + p, e.data[p:min(p+int64(pieceSize), int64(len(e.data)))]})
 		}
 	}
-	sem := make(chan struct{}, InFlight)
+	sem := make(chan struct{}, inFlight)
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
 	var firstErr error
