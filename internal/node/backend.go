@@ -22,7 +22,10 @@ var _ api.Backend = (*Node)(nil)
 // Status reports this device and every trusted peer.
 func (n *Node) Status(ctx context.Context) (*api.StatusResult, error) {
 	n.mu.Lock()
-	res := &api.StatusResult{DeviceID: n.id.ID, Name: n.cfg.Name, Listen: n.ln.Addr().String()}
+	res := &api.StatusResult{DeviceID: n.id.ID, Name: n.cfg.Name}
+	if n.ln != nil {
+		res.Listen = n.ln.Addr().String()
+	}
 	order := make([]*peer, 0, len(n.cfg.Peers))
 	for _, pc := range n.cfg.Peers {
 		if p := n.peers[pc.ID]; p != nil {

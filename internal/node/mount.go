@@ -2,16 +2,21 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/fusefs"
 	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -22,9 +27,15 @@ const defaultWait = 30 * time.Second
 
 // mounts are the node's FUSE mounts, by directory.
 type mounts struct {
-	mu    sync.Mutex
-	byDir map[string]*mount
-	cache *cache.Store // shared by all mounts; opened on first mount
+	mu       sync.Mutex
+	byDir    map[string]*mount
+	cache    *cache.Store // shared by all mounts; opened on first mount
+	cacheDir string       // set by New
+	// stopping is set when the node stops: mounts that end from then on stay remembered,
+	// so that the daemon mounts them again when it starts.
+	stopping  bool
+	restoring map[string]*restoreJob // remembered mounts not mounted yet, by directory
+	restores  sync.WaitGroup         // restore goroutines
 }
 
 type mount struct {
@@ -35,12 +46,22 @@ type mount struct {
 	done   chan struct{}      // closed when the server has exited
 }
 
+// restoreJob is a remembered mount being mounted again; cancel stops it (an unmount, a new
+// mount of the same directory, or the node stopping).
+type restoreJob struct {
+	cancel context.CancelFunc
+}
+
 // store opens the chunk cache on first use.
 func (n *Node) store() (*cache.Store, error) {
 	n.mounts.mu.Lock()
 	defer n.mounts.mu.Unlock()
 	if n.mounts.cache == nil {
-		st, err := cache.Open(cache.Options{Dir: filepath.Join(n.paths.Cache, "chunks"), Logger: n.log})
+		st, err := cache.Open(cache.Options{Dir: n.mounts.cacheDir, Logger: n.log})
+		if errors.Is(err, cache.ErrLocked) {
+			return nil, api.Errorf(api.CodeInternal, "the cache %s is in use by another peerfs process: "+
+				"stop it, or use another mount point", n.mounts.cacheDir)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("opening the cache: %w", err)
 		}
@@ -50,13 +71,34 @@ func (n *Node) store() (*cache.Store, error) {
 }
 
 // Mount mounts a peer's share at a local directory; the daemon serves it until Unmount,
-// fusermount3 -u, or the daemon stops.
+// fusermount3 -u, or the daemon stops. A daemon remembers the mount (config.RememberMount)
+// until it is unmounted, and mounts it again when it starts.
 func (n *Node) Mount(ctx context.Context, a api.MountParams) (*api.MountInfo, error) {
+	// The user's mount wins over a remembered one still waiting for its peer.
+	n.stopRestore(filepath.Clean(a.Dir))
+	m, err := n.mount(ctx, a, !n.alone)
+	if err != nil {
+		return nil, err
+	}
+	return &m.info, nil
+}
+
+// mount checks the mount point, the link and the share, then mounts. With remember the
+// mount is recorded before it is served, so that an unmount from outside, however soon,
+// finds the record to forget.
+func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mount, error) {
 	if !filepath.IsAbs(a.Dir) {
 		return nil, api.Errorf(api.CodeInvalid, "mount point %q must be an absolute path", a.Dir)
 	}
-	if fi, err := os.Stat(a.Dir); err != nil || !fi.IsDir() {
-		return nil, api.Errorf(api.CodeNotFound, "mount point %s is not an existing directory: create it first", a.Dir)
+	a.Dir = filepath.Clean(a.Dir)
+	n.mounts.mu.Lock()
+	_, busy := n.mounts.byDir[a.Dir]
+	n.mounts.mu.Unlock()
+	if busy {
+		return nil, api.Errorf(api.CodeInvalid, "%s is already a peerfs mount: unmount it first", a.Dir)
+	}
+	if err := n.checkMountPoint(a.Dir); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, api.Errorf(api.CodeInternal, "/dev/fuse is missing: load the fuse module (modprobe fuse) or install fuse3")
@@ -83,6 +125,17 @@ func (n *Node) Mount(ctx context.Context, a api.MountParams) (*api.MountInfo, er
 	}
 	n.mounts.byDir[a.Dir] = nil // reserved while mounting
 	n.mounts.mu.Unlock()
+	release := func() {
+		n.mounts.mu.Lock()
+		delete(n.mounts.byDir, a.Dir)
+		n.mounts.mu.Unlock()
+	}
+	if remember {
+		if err := config.RememberMount(n.paths, configMount(a)); err != nil {
+			release()
+			return nil, fmt.Errorf("remembering the mount for the daemon's next start: %w", err)
+		}
+	}
 
 	wait := defaultWait
 	if a.WaitSeconds > 0 {
@@ -96,10 +149,11 @@ func (n *Node) Mount(ctx context.Context, a api.MountParams) (*api.MountInfo, er
 	})
 	srv, err := root.Mount(a.Dir)
 	if err != nil {
-		n.mounts.mu.Lock()
-		delete(n.mounts.byDir, a.Dir)
-		n.mounts.mu.Unlock()
-		return nil, api.Errorf(api.CodeInternal, "mounting %s: %v (is fuse3 installed, and the directory empty?)", a.Dir, err)
+		if remember {
+			n.forget(a.Dir)
+		}
+		release()
+		return nil, api.Errorf(api.CodeInternal, "mounting %s: %v (is fuse3 installed?)", a.Dir, err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	m := &mount{
@@ -117,6 +171,14 @@ func (n *Node) Mount(ctx context.Context, a api.MountParams) (*api.MountInfo, er
 	go func() {
 		srv.Wait() // returns on unmount, also by fusermount3 -u
 		cancel()
+		// Unmounted by the user (peerfs unmount, fusermount3 -u): forget it. Unmounted
+		// because the daemon stops: keep it, to mount it again at the next start.
+		n.mounts.mu.Lock()
+		keep := n.mounts.stopping || n.alone
+		n.mounts.mu.Unlock()
+		if !keep {
+			n.forget(a.Dir)
+		}
 		n.mounts.mu.Lock()
 		if n.mounts.byDir[a.Dir] == m {
 			delete(n.mounts.byDir, a.Dir)
@@ -126,15 +188,69 @@ func (n *Node) Mount(ctx context.Context, a api.MountParams) (*api.MountInfo, er
 		n.log.Info("unmounted", "dir", a.Dir)
 	}()
 	n.log.Info("mounted", "peer", a.Peer, "share", a.Share, "dir", a.Dir)
-	return &m.info, nil
+	return m, nil
 }
 
-// Unmount unmounts a mount by directory.
+// checkMountPoint makes sure dir can take a mount: an existing empty directory that is not
+// a FUSE mount already. A dead FUSE mount there, left by a peerfs process that crashed or
+// was killed ("transport endpoint is not connected"), is detached first.
+func (n *Node) checkMountPoint(dir string) error {
+	fi, err := os.Stat(dir)
+	fstype := ""
+	if err == nil {
+		fstype = mountType(dir)
+	}
+	if strings.HasPrefix(fstype, "fuse") {
+		// stat may answer from the kernel's attribute cache even when the server is gone;
+		// reading the directory asks the server.
+		d, oerr := os.Open(dir)
+		if oerr == nil {
+			_, oerr = d.Readdirnames(1)
+			d.Close()
+		}
+		if !errors.Is(oerr, syscall.ENOTCONN) {
+			return api.Errorf(api.CodeInvalid, "%s is already a mount (%s): unmount it first (\"peerfs unmount %s\" or \"fusermount3 -u %s\")",
+				dir, fstype, dir, dir)
+		}
+		err = oerr
+	}
+	if errors.Is(err, syscall.ENOTCONN) {
+		n.log.Warn("the mount point is a dead FUSE mount (its server is gone); detaching it", "dir", dir)
+		if err := detach(dir); err != nil {
+			return api.Errorf(api.CodeInternal, "%s is a dead FUSE mount and detaching it failed: %v: run \"fusermount3 -u -z %s\"", dir, err, dir)
+		}
+		fi, err = os.Stat(dir)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir():
+		return api.Errorf(api.CodeNotFound, "mount point %s is not an existing directory: create it first", dir)
+	case err != nil:
+		return apiError(err, "mount point "+dir)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return apiError(err, "mount point "+dir)
+	}
+	names, _ := d.Readdirnames(1)
+	d.Close()
+	if len(names) > 0 {
+		return api.Errorf(api.CodeInvalid, "mount point %s is not empty: mount on an empty directory (the mount would hide its files)", dir)
+	}
+	return nil
+}
+
+// Unmount unmounts a mount by directory. A remembered mount that is not mounted (its
+// restore failed or waits for its peer) is forgotten.
 func (n *Node) Unmount(ctx context.Context, a api.UnmountParams) error {
+	dir := filepath.Clean(a.Dir)
 	n.mounts.mu.Lock()
-	m := n.mounts.byDir[filepath.Clean(a.Dir)]
+	m := n.mounts.byDir[dir]
 	n.mounts.mu.Unlock()
 	if m == nil {
+		if !n.alone && n.forgetUnmounted(dir) {
+			n.log.Info("forgot the remembered mount", "dir", dir)
+			return nil
+		}
 		return api.Errorf(api.CodeNotFound, "%s is not a peerfs mount of this daemon (see \"peerfs mounts\")", a.Dir)
 	}
 	if err := m.srv.Unmount(); err != nil {
@@ -143,7 +259,13 @@ func (n *Node) Unmount(ctx context.Context, a api.UnmountParams) error {
 	select {
 	case <-m.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		// A foreground mount's socket is shut as soon as the mount is down, which cancels
+		// this call just when it succeeded.
+		select {
+		case <-m.done:
+		default:
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -177,8 +299,16 @@ func (n *Node) Stats(ctx context.Context, a api.UnmountParams) (*api.StatsResult
 	return res, nil
 }
 
-// unmountAll unmounts everything when the daemon stops.
+// unmountAll unmounts everything when the node stops. The mounts stay remembered.
 func (n *Node) unmountAll() {
+	n.mounts.mu.Lock()
+	n.mounts.stopping = true
+	for _, j := range n.mounts.restoring {
+		j.cancel()
+	}
+	n.mounts.mu.Unlock()
+	n.mounts.restores.Wait()
+
 	n.mounts.mu.Lock()
 	var all []*mount
 	for _, m := range n.mounts.byDir {

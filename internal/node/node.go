@@ -5,7 +5,12 @@
 // Link lifecycle: every trusted peer with a known address has a dial loop that connects,
 // verifies (internal/transport), negotiates (internal/rpc) and, when the link ends, redials
 // with exponential backoff. Incoming connections from trusted peers are accepted too. When both
-// sides dial at once, the link opened by the device with the smaller ID wins on both sides.
+// sides dial at once, the link opened by the device with the smaller ID wins on both sides; a
+// second process of a peer (its foreground mount beside its daemon) keeps a link of its own
+// (see peer.setSession).
+//
+// Mounts: the daemon's node remembers its mounts and mounts them again when it starts
+// (restore.go); a standalone node serves one foreground mount (ServeMount).
 package node
 
 import (
@@ -16,6 +21,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -43,6 +49,12 @@ type Options struct {
 	Logger   *slog.Logger
 	// Keepalive overrides the link keepalive interval (tests); 0 means rpc.DefaultKeepalive.
 	Keepalive time.Duration
+	// Standalone makes the node of one "peerfs mount --foreground" (see ServeMount): it
+	// binds no listener, so it only dials out, and it neither remembers mounts nor restores
+	// them; that is the daemon's. Listen is ignored.
+	Standalone bool
+	// CacheDir is the chunk cache's directory; empty means Paths.Cache/chunks.
+	CacheDir string
 }
 
 // Node is a running device.
@@ -50,7 +62,8 @@ type Node struct {
 	paths config.Paths
 	id    *identity.Identity
 	log   *slog.Logger
-	ln    net.Listener
+	ln    net.Listener // nil for a standalone node
+	alone bool         // Options.Standalone
 	tcfg  *transport.Config
 	keep  time.Duration
 
@@ -85,25 +98,39 @@ func New(opts Options) (*Node, error) {
 		id:     opts.Identity,
 		log:    opts.Logger,
 		keep:   opts.Keepalive,
+		alone:  opts.Standalone,
 		peers:  map[identity.DeviceID]*peer{},
 		shares: map[string]*openShare{},
 	}
+	n.mounts.cacheDir = opts.CacheDir
+	if n.mounts.cacheDir == "" {
+		n.mounts.cacheDir = filepath.Join(opts.Paths.Cache, "chunks")
+	}
 	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted}
-	n.ln, err = transport.Listen(opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w (is another daemon using the port? choose one with --listen)", opts.Listen, err)
+	if !opts.Standalone {
+		n.ln, err = transport.Listen(opts.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w (is another daemon using the port? choose one with --listen)", opts.Listen, err)
+		}
 	}
 	n.apply(cfg)
 	return n, nil
 }
 
-// Addr returns the bound peer address.
-func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+// Addr returns the bound peer address; nil for a standalone node.
+func (n *Node) Addr() net.Addr {
+	if n.ln == nil {
+		return nil
+	}
+	return n.ln.Addr()
+}
 
 // ID returns this device's ID.
 func (n *Node) ID() identity.DeviceID { return n.id.ID }
 
-// Run accepts and dials links until ctx is done, then closes them all.
+// Run accepts and dials links until ctx is done, then unmounts and closes them all. A
+// daemon's node also mounts again, in the background, what it had mounted when it last
+// stopped (see restoreMounts).
 func (n *Node) Run(ctx context.Context) error {
 	n.mu.Lock()
 	n.runCtx = ctx
@@ -113,13 +140,20 @@ func (n *Node) Run(ctx context.Context) error {
 	n.mu.Unlock()
 
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n.acceptLoop(ctx)
-	}()
+	if n.ln != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.acceptLoop(ctx)
+		}()
+	}
+	if !n.alone {
+		n.restoreMounts(ctx)
+	}
 	<-ctx.Done()
-	n.ln.Close()
+	if n.ln != nil {
+		n.ln.Close()
+	}
 	wg.Wait()
 	n.unmountAll()
 
@@ -295,12 +329,16 @@ func (n *Node) attach(conn *transport.Conn) error {
 	}
 	// The link opened by the smaller device ID wins when both sides dialled.
 	preferred := conn.Outbound == (bytes.Compare(n.id.ID[:], id[:]) < 0)
-	if !p.setSession(sess, conn, preferred) {
+	switch {
+	case p.setSession(sess, conn, preferred):
+		n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "outbound", conn.Outbound,
+			"tls", conn.Info.Version, "cipher", conn.Info.CipherSuite, "kex", conn.Info.Group, "protocol", sess.Version())
+	case conn.Outbound:
 		sess.Close(errors.New("duplicate link"))
 		return nil
+	default:
+		n.log.Info("peer opened another link; serving its requests on it too", "peer", p.name(), "addr", conn.RemoteAddr())
 	}
-	n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "outbound", conn.Outbound,
-		"tls", conn.Info.Version, "cipher", conn.Info.CipherSuite, "kex", conn.Info.Group, "protocol", sess.Version())
 	go func() {
 		<-sess.Done()
 		p.clearSession(sess)

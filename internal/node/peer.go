@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,8 +20,9 @@ type peer struct {
 
 	mu        sync.Mutex
 	cfg       config.Peer
-	sess      *rpc.Session
-	conn      *transport.Conn
+	sess      *rpc.Session    // the link our calls use
+	conn      *transport.Conn // sess's connection
+	extra     []link          // other live links the peer opened; they serve its requests
 	since     time.Time
 	lastErr   error
 	lastAddr  string
@@ -30,6 +32,12 @@ type peer struct {
 	dialStop  context.CancelFunc
 	dialDone  chan struct{}
 	transfers map[string]*api.TransferStatus
+}
+
+// link is one established connection to the peer.
+type link struct {
+	sess *rpc.Session
+	conn *transport.Conn
 }
 
 func newPeer(n *Node, cfg config.Peer) *peer {
@@ -73,12 +81,26 @@ func refusal(err error) bool {
 		errors.Is(err, transport.ErrWrongPeer) || errors.Is(err, transport.ErrNoPQ)
 }
 
-// setSession installs a new link unless a live preferred one exists; it reports whether sess
-// was installed.
+// setSession adds a new link and reports whether it became the one our calls use.
+//
+// Usually a device has one link to a peer; two happen when both dialled at once, or when
+// the peer runs a second process under the same identity (a foreground mount beside its
+// daemon), or when the peer reconnected before its old link was seen dead. The rules:
+//   - a live link is replaced by a newer one that is preferred (opened by the smaller
+//     device ID) or that, like it, the peer opened (the peer's newest process or link);
+//   - the link that loses is closed if we opened it, since only we use it; one the peer
+//     opened is kept serving its requests (in extra) until the peer closes it, since
+//     only the peer knows whether a process of it still uses it.
+//
+// Both sides apply the same preference, so a simultaneous dial ends with one link: the
+// side that opened the losing link closes it.
 func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred bool) bool {
 	p.mu.Lock()
-	old := p.sess
-	if old != nil && old.Err() == nil && !preferred {
+	old, oldConn := p.sess, p.conn
+	if old != nil && old.Err() == nil && !preferred && (conn.Outbound || oldConn.Outbound) {
+		if !conn.Outbound {
+			p.extra = append(p.extra, link{sess, conn})
+		}
 		p.mu.Unlock()
 		return false
 	}
@@ -86,21 +108,34 @@ func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred boo
 	p.lastAddr = conn.RemoteAddr().String()
 	close(p.changed)
 	p.changed = make(chan struct{})
+	keepOld := old != nil && old.Err() == nil && !oldConn.Outbound
+	if keepOld {
+		p.extra = append(p.extra, link{old, oldConn})
+	}
 	p.mu.Unlock()
-	if old != nil {
+	if old != nil && !keepOld {
 		old.Close(errors.New("replaced by a newer link"))
 	}
 	return true
 }
 
+// clearSession forgets an ended link. If it was the one our calls used, the newest live
+// link the peer opened takes its place.
 func (p *peer) clearSession(sess *rpc.Session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.extra = slices.DeleteFunc(p.extra, func(l link) bool { return l.sess == sess || l.sess.Err() != nil })
 	if p.sess != sess {
 		return
 	}
 	p.sess, p.conn = nil, nil
 	p.lastErr = sess.Err()
+	if n := len(p.extra); n > 0 {
+		l := p.extra[n-1]
+		p.extra = p.extra[:n-1]
+		p.sess, p.conn, p.since, p.lastErr = l.sess, l.conn, time.Now(), nil
+		p.lastAddr = l.conn.RemoteAddr().String()
+	}
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -181,10 +216,14 @@ func (p *peer) stopDial() {
 func (p *peer) stop() {
 	p.stopDial()
 	p.mu.Lock()
-	sess := p.sess
+	sess, extra := p.sess, p.extra
 	p.mu.Unlock()
+	reason := errors.New("peer removed or daemon stopping")
 	if sess != nil {
-		sess.Close(errors.New("peer removed or daemon stopping"))
+		sess.Close(reason)
+	}
+	for _, l := range extra {
+		l.sess.Close(reason)
 	}
 }
 
