@@ -51,6 +51,12 @@ func runDaemon(ctx context.Context, opts DaemonOptions, g *Globals, args []strin
 	if err != nil {
 		return err
 	}
+	return daemon.Run(ctx, daemon.Options{Paths: p, Listen: opts.Listen, Logger: g.logger(logOut)})
+}
+
+// logger is the log of a process that serves (the daemon, a foreground mount): logfmt, or
+// JSON with --json; debug with --verbose, warnings only with --quiet.
+func (g *Globals) logger(w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	switch {
 	case g.Verbose:
@@ -59,9 +65,8 @@ func runDaemon(ctx context.Context, opts DaemonOptions, g *Globals, args []strin
 		level = slog.LevelWarn
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(logOut, hopts)
 	if g.JSON {
-		h = slog.NewJSONHandler(logOut, hopts)
+		return slog.New(slog.NewJSONHandler(w, hopts))
 	}
-	return daemon.Run(ctx, daemon.Options{Paths: p, Listen: opts.Listen, Logger: slog.New(h)})
+	return slog.New(slog.NewTextHandler(w, hopts))
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/daemon"
 )
 
 // MountOptions are the flags of "peerfs mount".
@@ -18,6 +20,7 @@ type MountOptions struct {
 	Inline        int
 	NoPassthrough bool
 	Wait          int
+	Foreground    bool
 }
 
 func newMountCommand(g *Globals) *cobra.Command {
@@ -30,9 +33,17 @@ mount: metadata is replicated and kept fresh by change events the peer pushes, f
 are fetched in chunks on demand, cached on disk and served from the cache afterwards (by FUSE
 passthrough once a file is fully cached); writes reach the peer no later than close or fsync.
 The mount shows as fuse.peerfs in /proc/mounts; unmount with "peerfs unmount" or
-"fusermount3 -u".`,
+"fusermount3 -u". The daemon remembers the mount and mounts it again when it restarts,
+until it is unmounted.
+
+With --foreground this process serves the mount itself, without a daemon, like sshfs: it
+dials the peer (which needs an address, see "peerfs peer add --addr"), logs to stderr and
+serves until SIGINT or SIGTERM (then it unmounts and exits 0) or until the mount is
+unmounted from outside. It listens for no peer, keeps its own cache per mount point, and
+may run beside the daemon of the same home. It is not remembered.`,
 		Example: `  peerfs mount desktop:projects ~/peers/desktop
-  peerfs mount --blksize 262144 desktop:projects /mnt/p`,
+  peerfs mount --blksize 262144 desktop:projects /mnt/p
+  peerfs mount --foreground desktop:projects ~/peers/desktop`,
 		Args: argsRange(2, 2),
 		RunE: runE(g, func(ctx context.Context, args []string) error {
 			return runMount(ctx, opts, g, args, g.Stdout)
@@ -43,6 +54,7 @@ The mount shows as fuse.peerfs in /proc/mounts; unmount with "peerfs unmount" or
 	f.IntVar(&opts.Inline, "inline", 0, "inline the content of files up to this size in directory listings (default 4096)")
 	f.BoolVar(&opts.NoPassthrough, "no-passthrough", false, "never serve cached files by FUSE passthrough")
 	f.IntVar(&opts.Wait, "wait", 0, "seconds an operation waits for a lost link before failing with EIO (default 30)")
+	f.BoolVarP(&opts.Foreground, "foreground", "f", false, "serve the mount from this process, without a daemon, until interrupted")
 	return cmd
 }
 
@@ -58,12 +70,19 @@ func runMount(ctx context.Context, opts MountOptions, g *Globals, args []string,
 	if err != nil {
 		return err
 	}
-	var res api.MountInfo
 	p := api.MountParams{Peer: r.Peer, Share: r.Share, Dir: dir, Blksize: opts.Blksize, Inline: opts.Inline,
 		NoPassthrough: opts.NoPassthrough, WaitSeconds: opts.Wait}
+	if opts.Foreground {
+		return runForegroundMount(ctx, g, p, out)
+	}
+	var res api.MountInfo
 	if err := g.call(ctx, api.MethodMount, p, &res, nil); err != nil {
 		return err
 	}
+	return printMounted(g, out, &res)
+}
+
+func printMounted(g *Globals, out io.Writer, res *api.MountInfo) error {
 	if g.JSON {
 		return writeJSON(out, res)
 	}
@@ -73,20 +92,60 @@ func runMount(ctx context.Context, opts MountOptions, g *Globals, args []string,
 	return nil
 }
 
+// runForegroundMount serves the mount from this process until ctx is done (SIGINT,
+// SIGTERM) or the mount is unmounted from outside; logs go to stderr.
+func runForegroundMount(ctx context.Context, g *Globals, p api.MountParams, out io.Writer) error {
+	paths, err := g.paths()
+	if err != nil {
+		return err
+	}
+	var printErr error
+	mounted := func(info *api.MountInfo) {
+		printErr = printMounted(g, out, info)
+		g.notef("serving in the foreground: Ctrl-C, \"peerfs unmount %s\" or \"fusermount3 -u %s\" stops it", info.Dir, info.Dir)
+	}
+	err = daemon.Mount(ctx, daemon.MountOptions{Paths: paths, Mount: p, Logger: g.logger(g.Stderr), Mounted: mounted})
+	if err != nil {
+		return err
+	}
+	return printErr
+}
+
+// callMount makes a call about the mount at dir: to the daemon if it serves a mount there,
+// else to the foreground mount serving it, if any.
+func (g *Globals) callMount(ctx context.Context, method, dir string, result any) error {
+	err := g.call(ctx, method, api.UnmountParams{Dir: dir}, result, nil)
+	if err == nil || !errors.Is(err, api.ErrNoDaemon) && api.CodeOf(err) != api.CodeNotFound {
+		return err
+	}
+	paths, perr := g.paths()
+	if perr != nil {
+		return err
+	}
+	c, ferr := api.Dial(paths.MountSocket(dir))
+	if ferr != nil {
+		return err // no foreground mount there: the daemon's answer says what to do
+	}
+	defer c.Close()
+	return c.Call(ctx, method, api.UnmountParams{Dir: dir}, result, nil)
+}
+
 func newUnmountCommand(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "unmount MOUNTPOINT",
 		Aliases: []string{"umount"},
 		Short:   "Unmount a peer's share",
 		Long: `Unmount a mount made with "peerfs mount". Data written through it has already reached
-the peer (close-to-open consistency). "fusermount3 -u MOUNTPOINT" works too.`,
+the peer (close-to-open consistency). "fusermount3 -u MOUNTPOINT" works too. The daemon
+forgets the mount: it is not mounted again when the daemon restarts. A remembered mount the
+daemon could not restore is forgotten the same way. A foreground mount stops and exits 0.`,
 		Args: argsRange(1, 1),
 		RunE: runE(g, func(ctx context.Context, args []string) error {
 			dir, err := filepath.Abs(args[0])
 			if err != nil {
 				return err
 			}
-			if err := g.call(ctx, api.MethodUnmount, api.UnmountParams{Dir: dir}, nil, nil); err != nil {
+			if err := g.callMount(ctx, api.MethodUnmount, dir, nil); err != nil {
 				return err
 			}
 			if g.JSON {
@@ -100,11 +159,14 @@ the peer (close-to-open consistency). "fusermount3 -u MOUNTPOINT" works too.`,
 func newMountsCommand(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "mounts",
-		Short: "List the daemon's mounts",
-		Args:  argsRange(0, 0),
+		Short: "List the mounts of the daemon and of foreground mounts",
+		Long: `List the daemon's mounts, then those served by "peerfs mount --foreground" processes
+of this home (marked foreground). Remembered mounts the daemon has not mounted again yet
+(their peer is away) are not listed; the daemon's log names them.`,
+		Args: argsRange(0, 0),
 		RunE: runE(g, func(ctx context.Context, args []string) error {
-			var res api.MountsResult
-			if err := g.call(ctx, api.MethodMounts, nil, &res, nil); err != nil {
+			res, err := g.listMounts(ctx)
+			if err != nil {
 				return err
 			}
 			if g.JSON {
@@ -112,11 +174,66 @@ func newMountsCommand(g *Globals) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
 			for _, m := range res.Mounts {
-				fmt.Fprintf(tw, "%s:%s\t%s\tsince %s\n", m.Peer, m.Share, m.Dir, m.Since.Format("2006-01-02 15:04:05"))
+				fg := ""
+				if m.Foreground {
+					fg = "\tforeground"
+				}
+				fmt.Fprintf(tw, "%s:%s\t%s\tsince %s%s\n", m.Peer, m.Share, m.Dir, m.Since.Format("2006-01-02 15:04:05"), fg)
 			}
 			return tw.Flush()
 		}),
 	}
+}
+
+// mountsDoc is the JSON document of "peerfs mounts": the API's MountsResult, with
+// foreground set on mounts served by "peerfs mount --foreground".
+type mountsDoc struct {
+	Mounts []mountEntry `json:"mounts"`
+}
+
+type mountEntry struct {
+	api.MountInfo
+	Foreground bool `json:"foreground"`
+}
+
+// listMounts asks the daemon and every foreground mount's socket. Without a daemon and
+// without foreground mounts it fails as any daemon command does.
+func (g *Globals) listMounts(ctx context.Context) (*mountsDoc, error) {
+	doc := &mountsDoc{Mounts: []mountEntry{}}
+	var res api.MountsResult
+	daemonErr := g.call(ctx, api.MethodMounts, nil, &res, nil)
+	if daemonErr != nil && !errors.Is(daemonErr, api.ErrNoDaemon) {
+		return nil, daemonErr
+	}
+	for _, m := range res.Mounts {
+		doc.Mounts = append(doc.Mounts, mountEntry{MountInfo: m})
+	}
+	p, err := g.paths()
+	if err != nil {
+		return nil, err
+	}
+	socks, _ := filepath.Glob(filepath.Join(p.Runtime, "mount-*.sock"))
+	found := false
+	for _, sock := range socks {
+		c, err := api.Dial(sock)
+		if err != nil {
+			continue // left by a foreground mount that was killed
+		}
+		var fres api.MountsResult
+		err = c.Call(ctx, api.MethodMounts, nil, &fres, nil)
+		c.Close()
+		if err != nil {
+			continue
+		}
+		found = true
+		for _, m := range fres.Mounts {
+			doc.Mounts = append(doc.Mounts, mountEntry{MountInfo: m, Foreground: true})
+		}
+	}
+	if daemonErr != nil && !found {
+		return nil, daemonErr
+	}
+	return doc, nil
 }
 
 func newStatsCommand(g *Globals) *cobra.Command {
@@ -133,7 +250,7 @@ hits and misses and round trips to the peer. Use it to see how programs drive th
 				return err
 			}
 			var res api.StatsResult
-			if err := g.call(ctx, api.MethodStats, api.UnmountParams{Dir: dir}, &res, nil); err != nil {
+			if err := g.callMount(ctx, api.MethodStats, dir, &res); err != nil {
 				return err
 			}
 			if g.JSON {

@@ -150,3 +150,34 @@ func TestRunNotInitialised(t *testing.T) {
 		t.Errorf("socket created without an identity: %v", err)
 	}
 }
+
+func TestMountForegroundRefusals(t *testing.T) {
+	p, err := config.ResolvePaths(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	err = Mount(context.Background(), MountOptions{Paths: p, Mount: api.MountParams{Peer: "a", Share: "s", Dir: dir}})
+	if !errors.Is(err, identity.ErrNoIdentity) {
+		t.Errorf("without an identity: %v", err)
+	}
+
+	p, _ = initHome(t)
+	err = Mount(context.Background(), MountOptions{Paths: p, Mount: api.MountParams{Peer: "a", Share: "s", Dir: "rel"}})
+	if api.CodeOf(err) != api.CodeInvalid {
+		t.Errorf("relative mount point: %v", err)
+	}
+	// Another foreground mount answers on the mount point's socket.
+	l, err := api.Listen(p.MountSocket(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go api.Serve(ctx, l, nil, nil)
+	err = Mount(context.Background(), MountOptions{Paths: p, Mount: api.MountParams{Peer: "a", Share: "s", Dir: dir}})
+	if api.CodeOf(err) != api.CodeInvalid || !strings.Contains(err.Error(), "already served") {
+		t.Errorf("mount point served by another foreground mount: %v", err)
+	}
+}
