@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,7 +50,7 @@ import (
 type wanOptions struct {
 	commonOptions
 	SizeFlag  string // --wan-size as given
-	Size      int64  // parsed --wan-size
+	FileSize  int64  // parsed --wan-size (the common --size is not used)
 	RTTFlag   string // --rtt as given
 	RTTs      []int  // added round-trip times in ms, each a proxied condition
 	RateMbit  int    // --rate, per direction; 0 means no limit
@@ -198,7 +199,7 @@ func init() {
 		run: func(ctx context.Context, o commonOptions) (*Section, error) {
 			wo.commonOptions = o
 			var err error
-			if wo.Size, err = parseSize(wo.SizeFlag); err != nil || wo.Size <= 0 {
+			if wo.FileSize, err = parseSize(wo.SizeFlag); err != nil || wo.FileSize <= 0 {
 				return nil, fmt.Errorf("bad --wan-size %q", wo.SizeFlag)
 			}
 			if wo.RTTs, err = parseRTTs(wo.RTTFlag); err != nil {
@@ -220,8 +221,8 @@ func parseRTTs(s string) ([]int, error) {
 			continue
 		}
 		ms, err := strconv.Atoi(strings.TrimSuffix(f, "ms"))
-		if err != nil || ms < 0 || ms > 10000 {
-			return nil, fmt.Errorf("bad --rtt %q: want milliseconds, such as 0,10,50", s)
+		if err != nil || ms < 0 || ms > 10000 || slices.Contains(out, ms) {
+			return nil, fmt.Errorf("bad --rtt %q: want distinct milliseconds, such as 0,10,50", s)
 		}
 		out = append(out, ms)
 	}
@@ -268,7 +269,7 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 	}
 	b := &wanBench{
 		o: o,
-		rep: &wanReport{Machine: machine(), Size: o.Size, TreeFiles: o.TreeFiles, Files: o.Files,
+		rep: &wanReport{Machine: machine(), Size: o.FileSize, TreeFiles: o.TreeFiles, Files: o.Files,
 			Creates: o.Creates, Runs: o.Runs, RateMbit: o.RateMbit},
 		owner: filepath.Join(o.Dir, "owner"),
 		repo:  filepath.Join(o.Dir, "local", "repo"),
@@ -303,8 +304,8 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "writing a %d MiB test file, a %d-file tree and a %d-file git repository...\n",
-		o.Size>>20, o.TreeFiles, o.Files)
-	if err := writeRandom(b.bigOwner, o.Size); err != nil {
+		o.FileSize>>20, o.TreeFiles, o.Files)
+	if err := writeRandom(b.bigOwner, o.FileSize); err != nil {
 		return nil, err
 	}
 	if b.rep.TreeDirs, b.rep.TreeInline, b.greps, err = makeWANTree(b.tree, o.TreeFiles); err != nil {
@@ -324,6 +325,7 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 			fmt.Fprintln(os.Stderr, "peerfs-bench: unmounting peerfs:", err)
 		}
 		b.peers.stop()
+		b.peers.reportLog()
 	})
 	if b.alphaAddr, err = b.peers.waitListen(ctx, b.peers.homeA); err != nil {
 		return nil, err
@@ -417,7 +419,6 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 			}
 		}
 	}
-	b.peers.reportLog()
 	printWANReport(os.Stdout, b.rep)
 	return wanSection(b.rep), nil
 }
@@ -563,8 +564,8 @@ func (b *wanBench) coldRead(ctx context.Context, t *wanTarget) (wanSample, error
 	if err != nil {
 		return wanSample{}, err
 	}
-	if r.bytes != b.o.Size {
-		return wanSample{}, fmt.Errorf("read %d bytes through %s, want %d", r.bytes, t.name, b.o.Size)
+	if r.bytes != b.o.FileSize {
+		return wanSample{}, fmt.Errorf("read %d bytes through %s, want %d", r.bytes, t.name, b.o.FileSize)
 	}
 	return wanSample{Seconds: r.seconds}, nil
 }
