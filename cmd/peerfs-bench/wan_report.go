@@ -267,7 +267,7 @@ kernel has no netem, so the link is a TCP proxy in the benchmark's own process (
 Go library): a latency toxic of half the round trip on each direction, then a bandwidth toxic
 on each direction. beta's peer entry for alpha points at the proxy; sshfs connects to a proxy
 built the same way in front of the benchmark's sshd, so both see the same link. "loopback" is
-the reference without a proxy; "0 ms" is the proxy and its rate limit without latency.
+the reference without a proxy.
 
 Each target starts every condition cold: peerfs with beta restarted on an empty chunk cache and
 a fresh mount, sshfs with a fresh mount; the owner's page cache for the file and the tree is
@@ -276,6 +276,12 @@ dropped before the reads. The tree is the one find and grep walk: leaf directori
 with ` + "`--wan-size`" + `), because a reader with few requests in flight needs minutes for 1 GiB at 50 ms.
 
 `)
+	for _, c := range r.Conditions {
+		if c.Proxied && c.RTTms == 0 {
+			b.WriteString("\"0 ms\" is the proxy and its rate limit without latency: the difference from loopback is\nwhat they cost, and the slopes below start from it.\n\n")
+			break
+		}
+	}
 	if r.RateMbit > 0 {
 		fmt.Fprintf(&b, "The rate limit is %d Mbit/s (%.0f MiB/s) per direction", r.RateMbit, float64(r.RateMbit)*1e6/8/(1<<20))
 		if r.RateMbit == wanDefaultRate {
