@@ -220,6 +220,12 @@ type MountParams struct {
 	// WaitSeconds bounds how long an operation waits for a lost link before failing with EIO;
 	// 0: 30 s.
 	WaitSeconds int `json:"wait_seconds,omitempty"`
+	// Tuning, for benchmarks and unusual links; 0: the defaults (docs/CLI.md, BENCHMARKS.md).
+	Readahead       int64 `json:"readahead,omitempty"`        // bytes a sequential reader's stream runs ahead
+	KernelReadahead int64 `json:"kernel_readahead,omitempty"` // the kernel's readahead window (needs root)
+	ReadsInFlight   int   `json:"reads_in_flight,omitempty"`  // READs in flight for random reads
+	WritesInFlight  int   `json:"writes_in_flight,omitempty"` // WRITEs in flight per flush
+	Piece           int   `json:"piece,omitempty"`            // bytes per READ and WRITE
 }
 
 // MountInfo describes one mount.

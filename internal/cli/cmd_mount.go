@@ -21,6 +21,12 @@ type MountOptions struct {
 	NoPassthrough bool
 	Wait          int
 	Foreground    bool
+
+	Readahead       int64
+	KernelReadahead int64
+	ReadsInFlight   int
+	WritesInFlight  int
+	Piece           int
 }
 
 func newMountCommand(g *Globals) *cobra.Command {
@@ -55,6 +61,11 @@ may run beside the daemon of the same home. It is not remembered.`,
 	f.BoolVar(&opts.NoPassthrough, "no-passthrough", false, "never serve cached files by FUSE passthrough")
 	f.IntVar(&opts.Wait, "wait", 0, "seconds an operation waits for a lost link before failing with EIO (default 30)")
 	f.BoolVarP(&opts.Foreground, "foreground", "f", false, "serve the mount from this process, without a daemon, until interrupted")
+	f.Int64Var(&opts.Readahead, "readahead", 0, "bytes a sequential reader's stream runs ahead of it (default 16 MiB)")
+	f.Int64Var(&opts.KernelReadahead, "kernel-readahead", 0, "the kernel's readahead window on the mount, in bytes; needs root (default 4 MiB)")
+	f.IntVar(&opts.ReadsInFlight, "reads-in-flight", 0, "READ requests in flight for random reads (default 32)")
+	f.IntVar(&opts.WritesInFlight, "writes-in-flight", 0, "WRITE requests in flight when written data is sent (default 16)")
+	f.IntVar(&opts.Piece, "piece", 0, "bytes per READ and WRITE request, at most 1 MiB (default 1 MiB)")
 	return cmd
 }
 
@@ -71,7 +82,12 @@ func runMount(ctx context.Context, opts MountOptions, g *Globals, args []string,
 		return err
 	}
 	p := api.MountParams{Peer: r.Peer, Share: r.Share, Dir: dir, Blksize: opts.Blksize, Inline: opts.Inline,
-		NoPassthrough: opts.NoPassthrough, WaitSeconds: opts.Wait}
+		NoPassthrough: opts.NoPassthrough, WaitSeconds: opts.Wait,
+		Readahead: opts.Readahead, KernelReadahead: opts.KernelReadahead, ReadsInFlight: opts.ReadsInFlight,
+		WritesInFlight: opts.WritesInFlight, Piece: opts.Piece}
+	if p.Piece < 0 || p.Piece > 1<<20 || p.Readahead < 0 || p.KernelReadahead < 0 || p.ReadsInFlight < 0 || p.WritesInFlight < 0 {
+		return usageErrorf("--piece must be at most 1048576, and the tuning flags must not be negative")
+	}
 	if opts.Foreground {
 		return runForegroundMount(ctx, g, p, out)
 	}

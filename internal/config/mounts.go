@@ -21,6 +21,12 @@ type Mount struct {
 	Inline        int    `json:"inline,omitempty"`
 	NoPassthrough bool   `json:"no_passthrough,omitempty"`
 	WaitSeconds   int    `json:"wait_seconds,omitempty"`
+
+	Readahead       int64 `json:"readahead,omitempty"`
+	KernelReadahead int64 `json:"kernel_readahead,omitempty"`
+	ReadsInFlight   int   `json:"reads_in_flight,omitempty"`
+	WritesInFlight  int   `json:"writes_in_flight,omitempty"`
+	Piece           int   `json:"piece,omitempty"`
 }
 
 // mountsFile is Paths.MountsFile: state the daemon keeps, not settings, so it lives beside

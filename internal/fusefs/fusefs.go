@@ -73,6 +73,9 @@ const (
 	DefaultReadsInFlight = 32
 	// DefaultWritesInFlight is how many WRITEs one flush keeps in flight.
 	DefaultWritesInFlight = writeback.InFlight
+	// DefaultKernelReadahead is the kernel's readahead window on the mount: a sequential
+	// reader's FUSE READs come as 1 MiB requests, four at a time.
+	DefaultKernelReadahead = 4 << 20
 	// DefaultPiece is the size of one READ or WRITE to the owner: the FUSE request size.
 	DefaultPiece = wire.MaxChunk
 	// dirtyLimit is how much unsent data one file may hold before a write flushes it.
@@ -99,10 +102,12 @@ type Options struct {
 
 	// Tuning; zero means the default above. BENCHMARKS.md shows the sweeps the defaults
 	// come from.
-	Readahead      int64 // bytes a sequential reader's stream runs ahead
-	ReadsInFlight  int   // READs in flight for random reads
-	WritesInFlight int   // WRITEs in flight per flush
-	Piece          int   // bytes per READ and WRITE, at most wire.MaxChunk
+	Readahead int64 // bytes a sequential reader's stream runs ahead
+	// KernelReadahead is the kernel's readahead window on the mount; setting it needs root.
+	KernelReadahead int64
+	ReadsInFlight   int // READs in flight for random reads
+	WritesInFlight  int // WRITEs in flight per flush
+	Piece           int // bytes per READ and WRITE, at most wire.MaxChunk
 }
 
 // Root is mount-wide state; every Node reaches it through root().
@@ -136,6 +141,9 @@ func New(opts Options) *Root {
 	}
 	if opts.Readahead <= 0 {
 		opts.Readahead = DefaultReadahead
+	}
+	if opts.KernelReadahead <= 0 {
+		opts.KernelReadahead = DefaultKernelReadahead
 	}
 	if opts.ReadsInFlight <= 0 {
 		opts.ReadsInFlight = DefaultReadsInFlight
@@ -194,6 +202,10 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 		return nil, err
 	}
 	r.server = srv
+	if err := setKernelReadahead(dir, r.opts.KernelReadahead); err != nil {
+		r.log.Info("the kernel's readahead on the mount stays at its default (128 KiB): sequential reads "+
+			"reach the daemon in smaller requests", "err", err)
+	}
 	if r.opts.Passthrough {
 		if why := probePassthrough(srv); why != "" {
 			r.log.Info("FUSE passthrough unavailable: fully cached files are served through the daemon", "reason", why)

@@ -31,7 +31,16 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	} else {
 		n.root.stats.hits.Add(1)
 	}
-	list := make([]fuse.DirEntry, 0, len(entries))
+	// "." and ".." as a local folder lists them (ls -a); go-fuse answers them itself.
+	list := make([]fuse.DirEntry, 0, len(entries)+2)
+	self := n.EmbeddedInode()
+	up := self
+	if _, p := self.Parent(); p != nil {
+		up = p
+	}
+	list = append(list,
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self.StableAttr().Ino},
+		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: up.StableAttr().Ino})
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name, hiddenPrefix) {
 			continue // unlinked files still open somewhere

@@ -30,6 +30,15 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			// arriving after a new create): forget and let the next lookup ask the owner,
 			// rather than apply the event's view.
 			old, had := r.replica.Stat(p)
+			// Most events echo this mount's own operations (a create, the writes of a close,
+			// an unlink): when the replica already shows what the event says, there is
+			// nothing to forget, and the next lookup of the name costs no round trip.
+			if ev.Kind == wire.EventChanged && had && sameAttrs(&old, &ev.Entry) {
+				continue
+			}
+			if ev.Kind == wire.EventRemoved && r.knownAbsent(p) {
+				continue
+			}
 			if ev.Kind == wire.EventChanged && ev.Entry.IsDir() {
 				// A directory's own attributes changed (its children come with their own
 				// events): keep its listing, forget only its entry.
@@ -51,6 +60,23 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			r.notify(p, true)
 		}
 	}
+}
+
+// sameAttrs reports whether two entries describe the same state of a file: everything but
+// the access time, which reads change without changing the file.
+func sameAttrs(a, b *wire.Entry) bool {
+	return a.Mode == b.Mode && a.Size == b.Size && a.MtimeNs == b.MtimeNs && a.CtimeNs == b.CtimeNs &&
+		a.Ino == b.Ino && a.Nlink == b.Nlink && a.UID == b.UID && a.GID == b.GID && a.Target == b.Target
+}
+
+// knownAbsent reports whether the replica lists p's directory and p is not in it.
+func (r *Root) knownAbsent(p string) bool {
+	if p == "" {
+		return false
+	}
+	dir, name := tree.Split(p)
+	_, found, listed := r.replica.Lookup(dir, name)
+	return listed && !found
 }
 
 // notify tells the kernel to drop what it caches for p: pages and attributes of the inode,

@@ -145,6 +145,8 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	root := fusefs.New(fusefs.Options{
 		Peer: a.Peer, Share: a.Share, Owner: owner, Cache: st,
 		Blksize: a.Blksize, Inline: uint32(a.Inline), Passthrough: !a.NoPassthrough,
+		Readahead: a.Readahead, KernelReadahead: a.KernelReadahead, ReadsInFlight: a.ReadsInFlight,
+		WritesInFlight: a.WritesInFlight, Piece: a.Piece,
 		Events: true, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Logger: n.log.With("mount", a.Dir),
 	})
 	srv, err := root.Mount(a.Dir)
@@ -337,6 +339,11 @@ func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
 	for ctx.Err() == nil {
 		sess, err := o.p.session(ctx, time.Hour)
 		if err != nil {
+			// A refusal comes back at once: do not ask again in a tight loop.
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
 			continue
 		}
 		sub, err := (remote.Peer{S: sess}).Watch(ctx, o.share)

@@ -140,10 +140,13 @@ func (p *peer) clearSession(sess *rpc.Session) {
 	p.changed = make(chan struct{})
 }
 
-// session returns the live link, waiting up to wait for one (kicking the dial loop).
+// session returns the live link, waiting up to wait for one. It kicks the dial loop once, so
+// a caller does not wait out a long backoff; later attempts keep their backoff, or callers
+// that wait long (a mount's event loop) would redial as fast as dials fail.
 func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	kicked := false
 	for {
 		p.mu.Lock()
 		sess, changed, attempted, name, addr := p.sess, p.changed, p.attempted, p.cfg.Name, p.cfg.Addr
@@ -151,9 +154,12 @@ func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, e
 		if sess != nil && sess.Err() == nil {
 			return sess, nil
 		}
-		select {
-		case p.kick <- struct{}{}:
-		default:
+		if !kicked {
+			kicked = true
+			select {
+			case p.kick <- struct{}{}:
+			default:
+			}
 		}
 		select {
 		case <-changed:
