@@ -20,7 +20,7 @@ func newPeerCommand(g *Globals) *cobra.Command {
 	cmd.Long = `Manage the devices this device trusts. A peer is a device ID with a name you choose;
 the name is how you refer to it in PEER:SHARE/PATH. Trust must go both ways: each
 device adds the other.`
-	cmd.AddCommand(newPeerAddCommand(g), newPeerLsCommand(g), newPeerRmCommand(g))
+	cmd.AddCommand(newPeerAddCommand(g), newPeerSetCommand(g), newPeerLsCommand(g), newPeerRmCommand(g))
 	return cmd
 }
 
@@ -106,6 +106,72 @@ func runPeerAdd(ctx context.Context, opts PeerAddOptions, g *Globals, args []str
 	}
 	if !g.Quiet {
 		_, err = fmt.Fprintf(out, "added peer %s (%s)\n", peer.Name, peer.ID.Short())
+	}
+	return err
+}
+
+// PeerSetOptions are the flags of "peerfs peer set".
+type PeerSetOptions struct {
+	Addr string
+}
+
+func newPeerSetCommand(g *Globals) *cobra.Command {
+	var opts PeerSetOptions
+	cmd := &cobra.Command{
+		Use:   "set NAME --addr HOST:PORT",
+		Short: "Change a peer's address",
+		Long: `Change the address the daemon dials to reach the peer NAME; --addr "" removes it, so
+the daemon waits for the peer to dial in. Its shares and mounts are kept. A running daemon
+redials at once.`,
+		Example: `  peerfs peer set desktop --addr 192.168.1.20:7462`,
+		Args:    argsRange(1, 1),
+		RunE: runE(g, func(ctx context.Context, args []string) error {
+			return runPeerSet(ctx, opts, g, args, g.Stdout)
+		}),
+	}
+	cmd.Flags().StringVar(&opts.Addr, "addr", "", "dial the peer at `HOST:PORT` (\"\": wait for it to dial in)")
+	cmd.MarkFlagRequired("addr")
+	return cmd
+}
+
+func runPeerSet(ctx context.Context, opts PeerSetOptions, g *Globals, args []string, out io.Writer) error {
+	name := args[0]
+	if opts.Addr != "" {
+		if err := config.CheckAddr(opts.Addr); err != nil {
+			return usageErrorf("--addr %q: %v", opts.Addr, err)
+		}
+	}
+	p, err := g.paths()
+	if err != nil {
+		return err
+	}
+	var peer config.Peer
+	err = config.Update(p, func(f *config.File) error {
+		cp := f.PeerByName(name)
+		if cp == nil {
+			return api.Errorf(api.CodeUnknownPeer, "no peer named %q: \"peerfs peer ls\" lists them", name)
+		}
+		cp.Addr = opts.Addr
+		peer = *cp
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	reloaded := g.reloadDaemon(ctx, p)
+	if g.JSON {
+		return writeJSON(out, struct {
+			Peer           peerJSON `json:"peer"`
+			DaemonReloaded bool     `json:"daemon_reloaded"`
+		}{peerJSON{Name: peer.Name, DeviceID: peer.ID, Addr: peer.Addr}, reloaded})
+	}
+	if g.Quiet {
+		return nil
+	}
+	if peer.Addr == "" {
+		_, err = fmt.Fprintf(out, "peer %s has no address now: the daemon waits for it to dial in\n", peer.Name)
+	} else {
+		_, err = fmt.Fprintf(out, "peer %s is now dialled at %s\n", peer.Name, peer.Addr)
 	}
 	return err
 }

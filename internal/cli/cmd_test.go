@@ -152,6 +152,9 @@ func TestPeerCommands(t *testing.T) {
 		{"no args", []string{"peer", "add"}, ExitUsage, "1 argument"},
 		{"unknown flag", []string{"peer", "add", "--bogus"}, ExitUsage, "bogus"},
 		{"rm unknown", []string{"peer", "rm", "nobody"}, ExitUntrusted, "no peer named"},
+		{"set unknown", []string{"peer", "set", "nobody", "--addr", "192.0.2.9:1"}, ExitUntrusted, "no peer named"},
+		{"set bad addr", []string{"peer", "set", "beta", "--addr", "nohost"}, ExitUsage, "HOST:PORT"},
+		{"set without addr", []string{"peer", "set", "beta"}, ExitUsage, "addr"},
 		{"unknown subcommand", []string{"peer", "frob"}, ExitUsage, "unknown command"},
 	}
 	for _, f := range fails {
@@ -185,6 +188,23 @@ func TestPeerCommands(t *testing.T) {
 	if len(ls.Peers) != 2 || ls.Peers[0].Name != "beta" || ls.Peers[0].DeviceID != idB || ls.Peers[0].Connected != nil || ls.DaemonRunning {
 		t.Errorf("peer ls --json = %+v", ls)
 	}
+
+	// peer set changes the address and keeps the peer in its shares; "" removes it.
+	mustRun(t, home, "share", "add", "kept", t.TempDir(), "--peer", "gamma")
+	if out := mustRun(t, home, "peer", "set", "gamma", "--addr", "192.0.2.7:7000"); !strings.Contains(out, "192.0.2.7:7000") {
+		t.Errorf("peer set printed %q", out)
+	}
+	if out := mustRun(t, home, "peer", "ls"); !strings.Contains(out, "192.0.2.7:7000") {
+		t.Errorf("peer ls after set:\n%s", out)
+	}
+	mustRun(t, home, "peer", "set", "gamma", "--addr", "")
+	if out := mustRun(t, home, "peer", "ls"); strings.Contains(out, "192.0.2.7:7000") {
+		t.Errorf("peer set --addr \"\" kept the address:\n%s", out)
+	}
+	if out := mustRun(t, home, "share", "ls"); !strings.Contains(out, "gamma") {
+		t.Errorf("peer set dropped the peer from its share:\n%s", out)
+	}
+	mustRun(t, home, "share", "rm", "kept")
 
 	// Removing a peer removes it from the shares that named it.
 	mustRun(t, home, "share", "add", "docs", t.TempDir(), "--peer", "beta,gamma")

@@ -21,12 +21,9 @@ func (n *Node) ServeMount(ctx context.Context, a api.MountParams, mounted func(*
 		return err
 	}
 	if p.addr() == "" {
-		n.mu.Lock()
-		id := n.cfg.PeerByName(a.Peer).ID
-		n.mu.Unlock()
 		return api.Errorf(api.CodePeerUnreachable, "peer %s has no address, and a foreground mount only dials out: "+
 			"mount through the daemon (without --foreground), or give the peer an address: "+
-			"\"peerfs peer rm %s\" then \"peerfs peer add %s --name %s --addr HOST:PORT\"", a.Peer, a.Peer, id, a.Peer)
+			"\"peerfs peer set %s --addr HOST:PORT\"", a.Peer, a.Peer)
 	}
 
 	// The links outlive ctx until the mount is down: the unmount may still flush.

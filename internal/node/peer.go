@@ -187,7 +187,7 @@ func unreachable(name, addr string, lastErr error) error {
 		return api.Errorf(api.CodeUntrusted, "cannot link to peer %s: %v", name, lastErr)
 	case addr == "" && lastErr == nil:
 		return api.Errorf(api.CodePeerUnreachable,
-			"peer %s is not connected and has no address: set one with \"peerfs peer add ID --name %s --addr HOST:PORT\" or start its daemon so it dials us", name, name)
+			"peer %s is not connected and has no address: set one with \"peerfs peer set %s --addr HOST:PORT\" or start its daemon so it dials us", name, name)
 	case lastErr != nil:
 		return api.Errorf(api.CodePeerUnreachable, "peer %s (%s) is not connected: %v; check that its daemon runs and the address", name, addr, lastErr)
 	}
