@@ -40,27 +40,32 @@ fuzz:
 # BENCHMARKS.md shows them.
 BENCH_SUITES   := link mount blocksize patterns meta tree wan
 BENCH_RESULTS  := bench-results
+# The WAN suite at its own defaults (find + grep over 10,000 files, 1,000-file clone and
+# creates, 0, 10 and 50 ms) takes about 3 hours for 3 runs, most of it sshfs at 50 ms. make
+# bench uses these smaller sizes (about 20 minutes); "make bench-wan BENCH_WAN_ARGS=" runs the
+# suite's defaults.
+BENCH_WAN_ARGS ?= --rtt 10,50 --tree-files 1000 --files 100 --creates 100 --wan-size 128MiB
 
 # Every suite at full size, one after the other (they share the machine's cores), each
 # writing $(BENCH_RESULTS)/SUITE.json; then "peerfs-bench report" regenerates the results part
-# of BENCHMARKS.md and the plots in docs/bench/. Takes hours (BENCHMARKS.md gives each suite's
+# of BENCHMARKS.md and the plots in docs/bench/. Takes about an hour (BENCHMARKS.md gives each suite's
 # duration). scripts/bench-deps.sh installs sshfs and openssh-server when run as root; without
 # them the sshfs comparisons are skipped with a note.
 bench: build
 	scripts/bench-deps.sh
-	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) scripts/bench.sh --results $(BENCH_RESULTS) $(BENCH_SUITES)
+	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) WAN_ARGS="$(BENCH_WAN_ARGS)" scripts/bench.sh --results $(BENCH_RESULTS) $(BENCH_SUITES)
 
 # The same with --quick (tiny sizes, one run) into a temporary directory, reported into a copy
 # of BENCHMARKS.md there: a check of the harness, never a result.
 bench-quick: build
 	scripts/bench-deps.sh
-	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) scripts/bench.sh --quick $(BENCH_SUITES)
+	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) WAN_ARGS="$(BENCH_WAN_ARGS)" scripts/bench.sh --quick $(BENCH_SUITES)
 
 # One suite at full size into $(BENCH_RESULTS) (make bench-wan, make bench-link...), without
 # touching BENCHMARKS.md; "make bench-report" then regenerates it from every result there.
 bench-%: build
 	scripts/bench-deps.sh
-	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) scripts/bench.sh --results $(BENCH_RESULTS) --no-report $*
+	BENCHBIN=$(BENCHBIN) PEERFS_BIN=$(BIN) WAN_ARGS="$(BENCH_WAN_ARGS)" scripts/bench.sh --results $(BENCH_RESULTS) --no-report $*
 
 bench-report: build
 	$(BENCHBIN) report --results $(BENCH_RESULTS) --markdown BENCHMARKS.md --plots docs/bench

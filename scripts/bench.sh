@@ -56,6 +56,7 @@ for suite in "$@"; do
   else
     case "$suite" in
       link) args+=(--runs 5) ;; # the fastest suite; its rows swing the most between runs
+      wan) read -ra extra <<<"${WAN_ARGS:-}"; args+=("${extra[@]}") ;; # see BENCH_WAN_ARGS in the Makefile
     esac
   fi
   echo "== peerfs-bench $suite ${args[*]} --out $results/$suite.json" >&2
