@@ -183,7 +183,14 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		var err error
 		if sequential {
 			n.root.stats.streamWaits.Add(1)
-			err = n.root.readSequential(ctx, n.path(), cf, off, end, ahead)
+			var filled bool
+			filled, err = n.root.readSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
+			if err == nil && filled {
+				return fuse.ReadResultData(dest[:end-off]), 0
+			}
+			if err == nil { // the stream stopped first: tagged READs take over
+				err = n.root.fetch(ctx, n.path(), cf, off, end, end)
+			}
 		} else {
 			err = n.root.fetch(ctx, n.path(), cf, off, end, ahead)
 		}

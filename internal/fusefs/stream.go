@@ -12,13 +12,14 @@ import (
 )
 
 // Sequential reads (seed 002): when a reader's reads follow one another, the mount opens one
-// STREAM from the reader's position and the owner pushes chunks without a request each. The
-// stream's goroutine writes them into the cache file ahead of the reader, so in steady state a
-// read finds its bytes cached and the cache write is not on its reply path. The stream keeps
-// at most Options.Readahead bytes ahead of the furthest reader (then it stops consuming, and the
-// owner runs out of credit), and ends at the end of the file, after streamIdle without a
-// reader advancing, when a newer stream of the file replaces it, or when the version changes.
-// Random reads keep using tagged READs (fetch.go).
+// STREAM from the reader's position and the owner pushes chunks without a request each. Two
+// goroutines run a stream: the receiver takes each chunk off the link and publishes it to the
+// readers, who copy what they need straight from it; the writer stores it in the cache file
+// and then gives its buffer and credit back. So a reply never waits for the cache write, and
+// receiving overlaps writing. The stream consumes at most Options.Readahead bytes ahead of the
+// furthest reader (then the owner runs out of credit), and ends at the end of the file, after
+// streamIdle without a reader advancing, when a newer stream of the file replaces it, or when
+// the version changes. Random reads keep using tagged READs (fetch.go).
 
 const (
 	// StreamWindow is the credit an Owner grants a STREAM: what the owner may push beyond
@@ -29,26 +30,43 @@ const (
 	streamReserve = 16 << 20
 	// streamIdle ends a stream whose readers stopped.
 	streamIdle = 2 * time.Second
+	// streamQueue bounds the chunks received but not yet written to the cache.
+	streamQueue = 8
 )
 
-// ChunkStream delivers a STREAM's chunks in order; one goroutine uses it.
+// Chunk is one piece of a STREAM, valid until the stream's Release of it.
+type Chunk struct {
+	Off  int64
+	Data []byte
+	// Token is the Owner's handle on the chunk's buffer.
+	Token any
+}
+
+// ChunkStream delivers a STREAM's chunks in order. One goroutine calls Next and Close; one
+// goroutine (the same or another) releases the chunks, in the order Next returned them.
 type ChunkStream interface {
-	// Next returns the next chunk's offset and bytes, valid until the next call of Next or
-	// Close. At the end of the stream it returns io.EOF.
-	Next(ctx context.Context) (off int64, data []byte, err error)
+	// Next returns the next chunk. At the end of the stream it returns io.EOF.
+	Next(ctx context.Context) (Chunk, error)
+	// Release gives a chunk's buffer back and grants its bytes to the owner as credit.
+	Release(c Chunk)
 	// Close ends the stream, cancelling it on the owner if it has not ended.
 	Close()
 }
 
-var (
-	errStreamStopped = errors.New("sequential stream stopped")
-	errStreamOrder   = errors.New("STREAM data out of order")
-)
+var errStreamOrder = errors.New("STREAM data out of order")
 
 type streamKey struct {
 	path string
 	ver  cache.Version
 }
+
+// received is a chunk published to readers and not yet given back.
+type received struct {
+	Chunk
+	copying sync.WaitGroup // readers copying out of it
+}
+
+var receivedPool = sync.Pool{New: func() any { return new(received) }}
 
 // seqStream is one STREAM feeding one cache file.
 type seqStream struct {
@@ -59,12 +77,14 @@ type seqStream struct {
 	wake  chan struct{}
 	ahead int64 // the mount's readahead
 
-	mu   sync.Mutex
-	next int64 // [start, next) is in the cache
-	want int64 // the goroutine consumes while next < want
-	done bool
-	err  error         // why the stream ended (nil at end of file)
-	prog chan struct{} // closed at the next progress, when a reader waits
+	mu      sync.Mutex
+	next    int64       // [start, next) was received
+	written int64       // [start, written) is in the cache file
+	pending []*received // received, not yet written or not yet given back, in order
+	want    int64       // the receiver consumes while next < want
+	done    bool
+	err     error         // why the stream ended (nil at end of file)
+	prog    chan struct{} // closed at the next progress, when a reader waits
 }
 
 // covers reports whether the stream will bring off soon: it started at or before off and
@@ -84,29 +104,72 @@ func (s *seqStream) demand(to int64) {
 	}
 	s.mu.Unlock()
 	if raised {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		kick(s.wake)
 	}
 }
 
-// wait blocks until [.., to) is in the cache or the stream ended; it returns the stream's
-// error in the second case (errStreamStopped when it merely stopped).
-func (s *seqStream) wait(ctx context.Context, to int64) error {
+// read fills dst with [off, off+len(dst)) once the stream has received it: the part already
+// written from the cache file, the rest copied from the received chunks. filled is false when
+// the stream ended first (err says why, nil when it merely stopped).
+func (s *seqStream) read(ctx context.Context, dst []byte, off int64) (filled bool, err error) {
+	end := off + int64(len(dst))
+	var using [4]*received // a read of at most 1 MiB spans at most two 1 MiB chunks
 	for {
 		s.mu.Lock()
-		if s.next >= to {
+		if s.next >= end && off >= s.start {
+			written := s.written
+			n := 0
+			if written < end {
+				// Take the chunks that hold [max(off, written), end): the writer gives
+				// none back while we copy.
+				for _, rc := range s.pending {
+					if rc.Off+int64(len(rc.Data)) > max(off, written) && rc.Off < end && n < len(using) {
+						rc.copying.Add(1)
+						using[n] = rc
+						n++
+					}
+				}
+			}
 			s.mu.Unlock()
-			return nil
+			// The chunks must cover what the cache does not: a writer that failed gives
+			// its chunks back without advancing written.
+			covered := max(off, written)
+			for _, rc := range using[:n] {
+				if rc.Off <= covered {
+					covered = max(covered, rc.Off+int64(len(rc.Data)))
+				}
+			}
+			if covered < end {
+				for _, rc := range using[:n] {
+					rc.copying.Done()
+				}
+				s.mu.Lock()
+				err := s.err
+				s.mu.Unlock()
+				if err == nil {
+					err = errShrank // the stream's version is gone: read it again
+				}
+				return false, err
+			}
+			if head := min(written, end) - off; head > 0 {
+				if _, err := s.cf.ReadAt(dst[:head], off); err != nil {
+					for _, rc := range using[:n] {
+						rc.copying.Done()
+					}
+					return false, err
+				}
+			}
+			for _, rc := range using[:n] {
+				a, b := max(off, rc.Off), min(end, rc.Off+int64(len(rc.Data)))
+				copy(dst[a-off:b-off], rc.Data[a-rc.Off:b-rc.Off])
+				rc.copying.Done()
+			}
+			return true, nil
 		}
 		if s.done {
 			err := s.err
 			s.mu.Unlock()
-			if err == nil {
-				err = errStreamStopped
-			}
-			return err
+			return false, err
 		}
 		if s.prog == nil {
 			s.prog = make(chan struct{})
@@ -116,18 +179,15 @@ func (s *seqStream) wait(ctx context.Context, to int64) error {
 		select {
 		case <-prog:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
 
-// progress records that [start, next) is cached, or that the stream ended with err.
-func (s *seqStream) progress(next int64, done bool, err error) {
+// update changes the stream's state under its lock and wakes the waiting readers.
+func (s *seqStream) update(f func()) {
 	s.mu.Lock()
-	s.next = next
-	if done && !s.done {
-		s.done, s.err = true, err
-	}
+	f()
 	prog := s.prog
 	s.prog = nil
 	s.mu.Unlock()
@@ -136,37 +196,40 @@ func (s *seqStream) progress(next int64, done bool, err error) {
 	}
 }
 
+// finish records that the stream ended, with err (nil: end of file or stopped).
+func (s *seqStream) finish(err error) {
+	s.update(func() {
+		if !s.done {
+			s.done, s.err = true, err
+		} else if s.err == nil {
+			s.err = err
+		}
+	})
+}
+
 // stop ends the stream from outside (a newer stream of the file replaced it).
 func (s *seqStream) stop() {
 	s.mu.Lock()
 	s.done = true
 	s.mu.Unlock()
+	kick(s.wake)
+}
+
+func kick(c chan struct{}) {
 	select {
-	case s.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
 
-func (s *seqStream) stopped() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.done
-}
-
-// readSequential makes [off, end) of cf present for a sequential reader, through the file's
-// stream (started here if none covers off), and asks the stream to run ahead to ahead. A
-// stream that stops before reaching end leaves the rest to tagged READs.
-func (r *Root) readSequential(ctx context.Context, p string, cf *cache.File, off, end, ahead int64) error {
+// readSequential serves [off, off+len(dst)) of cf to a sequential reader through the file's
+// stream (started here if none covers off), and asks the stream to run ahead to ahead.
+// filled is false, with a nil error, when the stream stopped first: tagged READs take over.
+func (r *Root) readSequential(ctx context.Context, p string, cf *cache.File, off, ahead int64, dst []byte) (filled bool, err error) {
 	s := r.streamFor(p, cf, off)
-	s.demand(max(ahead, end))
-	err := s.wait(ctx, end)
-	if err == nil || errors.Is(err, errStreamStopped) {
-		if cf.Present(off, end-off) {
-			return nil
-		}
-		return r.fetch(ctx, p, cf, off, end, end)
-	}
-	return err
+	s.demand(max(ahead, off+int64(len(dst))))
+	filled, err = s.read(ctx, dst, off)
+	return filled, err
 }
 
 // readAheadSequential keeps a sequential reader's stream ahead of it after a cache hit at end.
@@ -201,19 +264,19 @@ func (r *Root) streamFor(p string, cf *cache.File, off int64) *seqStream {
 	}
 	start := off &^ (cache.ChunkSize - 1)
 	s := &seqStream{key: k, cf: cf.Retain(), start: start, end: cf.Version().Size, wake: make(chan struct{}, 1),
-		ahead: r.opts.Readahead, next: start, want: start}
+		ahead: r.opts.Readahead, next: start, written: start, want: start}
 	f.streams[k] = s
 	r.stats.streams.Add(1)
 	go r.runStream(f, s)
 	return s
 }
 
-// runStream consumes one STREAM into the cache file while readers want more.
+// runStream is a stream's receiver: it takes chunks off the link while readers want more,
+// publishes them and queues them for the writer.
 func (r *Root) runStream(f *fetcher, s *seqStream) {
 	var err error
-	next := s.start
 	defer func() {
-		s.progress(next, true, err)
+		s.finish(err)
 		f.mu.Lock()
 		if f.streams[s.key] == s {
 			delete(f.streams, s.key)
@@ -231,10 +294,19 @@ func (r *Root) runStream(f *fetcher, s *seqStream) {
 		err = errShrank // the file changed since this version was cached: readers start over
 		return
 	}
+	queue := make(chan *received, streamQueue)
+	wrote := make(chan error, 1)
+	go func() { wrote <- r.writeStream(s, cs, queue) }()
+	defer func() {
+		close(queue)
+		if werr := <-wrote; err == nil {
+			err = werr
+		}
+	}()
+
 	idle := time.NewTimer(streamIdle)
 	defer idle.Stop()
-	reserved := s.start
-	for next < s.end {
+	for next := s.start; next < s.end; {
 		// Consume only while a reader wants more: the owner then runs out of credit.
 		for {
 			s.mu.Lock()
@@ -256,39 +328,68 @@ func (r *Root) runStream(f *fetcher, s *seqStream) {
 				return
 			}
 		}
-		var off int64
-		var data []byte
-		off, data, err = cs.Next(f.bg)
+		var c Chunk
+		c, err = cs.Next(f.bg)
 		if errors.Is(err, io.EOF) {
-			// The owner's file ended before the version's size: it changed.
-			err = errShrank
+			err = errShrank // the owner's file ended before the version's size: it changed
 			return
 		}
 		if err != nil {
 			return
 		}
-		if off != next {
-			err = fmt.Errorf("%w: got offset %d, want %d", errStreamOrder, off, next)
+		if c.Off != next {
+			cs.Release(c)
+			err = fmt.Errorf("%w: got offset %d, want %d", errStreamOrder, c.Off, next)
 			return
 		}
-		if end := off + int64(len(data)); end > reserved {
-			// Only a speed-up: on a full disk the write below reports the error.
-			n := max(streamReserve, end-reserved)
-			_ = s.cf.Reserve(reserved, n)
-			reserved += n
-		}
-		if _, err = s.cf.WriteAt(data, off); err != nil {
-			return
-		}
-		r.stats.fetch.Add(int64(len(data)))
-		next += int64(len(data))
-		if s.cf.Stale() {
-			return // a change event: the cache file is no longer served
-		}
-		s.progress(next, false, nil)
+		r.stats.fetch.Add(int64(len(c.Data)))
+		rc := receivedPool.Get().(*received)
+		rc.Chunk = c
+		next += int64(len(c.Data))
+		s.update(func() {
+			s.pending = append(s.pending, rc)
+			s.next = next
+		})
+		queue <- rc
 	}
 	// Take the END, so the exchange closes without a CANCEL.
-	if _, _, eerr := cs.Next(f.bg); !errors.Is(eerr, io.EOF) && eerr != nil {
+	if _, eerr := cs.Next(f.bg); eerr != nil && !errors.Is(eerr, io.EOF) {
 		err = eerr
 	}
+}
+
+// writeStream is a stream's writer: it stores each received chunk in the cache file, then,
+// once no reader copies from it any more, gives it back. It keeps going after an error only
+// to give the chunks back.
+func (r *Root) writeStream(s *seqStream, cs ChunkStream, queue <-chan *received) error {
+	var err error
+	reserved := s.start
+	for rc := range queue {
+		if err == nil && s.cf.Stale() {
+			err = errShrank // a change event: readers start over from the new version
+		}
+		if err == nil {
+			if end := rc.Off + int64(len(rc.Data)); end > reserved {
+				// Only a speed-up: on a full disk the write below reports the error.
+				n := max(streamReserve, end-reserved)
+				_ = s.cf.Reserve(reserved, n)
+				reserved += n
+			}
+			_, err = s.cf.WriteAt(rc.Data, rc.Off)
+		}
+		s.update(func() {
+			if err == nil {
+				s.written = rc.Off + int64(len(rc.Data))
+			}
+			s.pending = s.pending[1:]
+		})
+		rc.copying.Wait()
+		cs.Release(rc.Chunk)
+		rc.Chunk = Chunk{}
+		receivedPool.Put(rc)
+		if err != nil {
+			s.finish(err)
+		}
+	}
+	return err
 }

@@ -203,32 +203,21 @@ func (o *mountOwner) Stream(ctx context.Context, path string, off, length int64)
 	return e, &chunkStream{in: in}, nil
 }
 
-// chunkStream adapts an rpc.InStream to fusefs.ChunkStream: a chunk is consumed (its credit
-// granted back) when the next one is asked for.
-type chunkStream struct {
-	in   *rpc.InStream
-	last *rpc.Buffer
-	n    int
-}
+// chunkStream adapts an rpc.InStream to fusefs.ChunkStream.
+type chunkStream struct{ in *rpc.InStream }
 
-func (s *chunkStream) Next(ctx context.Context) (int64, []byte, error) {
-	s.consume()
+func (s *chunkStream) Next(ctx context.Context) (fusefs.Chunk, error) {
 	buf, off, data, err := s.in.Next(ctx)
 	if err != nil {
-		return 0, nil, err
+		return fusefs.Chunk{}, err
 	}
-	s.last, s.n = buf, len(data)
-	return int64(off), data, nil
+	return fusefs.Chunk{Off: int64(off), Data: data, Token: buf}, nil
 }
 
-func (s *chunkStream) consume() {
-	if s.last != nil {
-		s.in.Consumed(s.last, s.n)
-		s.last = nil
+func (s *chunkStream) Release(c fusefs.Chunk) {
+	if buf, ok := c.Token.(*rpc.Buffer); ok {
+		s.in.Consumed(buf, len(c.Data))
 	}
 }
 
-func (s *chunkStream) Close() {
-	s.consume()
-	s.in.Close()
-}
+func (s *chunkStream) Close() { s.in.Close() }
