@@ -95,7 +95,7 @@ func tuneKnobs() []*tuneKnob {
 			values: []int64{4, 8, 16, 32, 64}, def: fusefs.DefaultReadsInFlight, work: []string{wRandom}},
 		{flag: "writes-in-flight", what: "WRITEs in flight when written data is sent",
 			values: []int64{1, 2, 4, 8, 16, 32}, def: fusefs.DefaultWritesInFlight, work: []string{wWrite}},
-		{flag: "piece", what: "bytes per READ and WRITE request", bytes: true,
+		{flag: "piece", what: "bytes per WRITE request, and per READ rounded up to whole 256 KiB cache chunks", bytes: true,
 			values: []int64{128 << 10, 256 << 10, 512 << 10, 1 << 20}, def: fusefs.DefaultPiece, work: []string{wRandom, wWrite}},
 		{flag: "inline", what: "files up to this size come inline in directory listings", bytes: true,
 			values: []int64{0, 1 << 10, 4 << 10, 16 << 10, wire.MaxInline}, def: fusefs.DefaultInline, work: []string{wTree}},

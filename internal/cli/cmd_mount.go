@@ -65,7 +65,7 @@ may run beside the daemon of the same home. It is not remembered.`,
 	f.Int64Var(&opts.KernelReadahead, "kernel-readahead", 0, "the kernel's readahead window on the mount, in bytes; needs root (default 4 MiB)")
 	f.IntVar(&opts.ReadsInFlight, "reads-in-flight", 0, "READ requests in flight for random reads (default 32)")
 	f.IntVar(&opts.WritesInFlight, "writes-in-flight", 0, "WRITE requests in flight when written data is sent (default 16)")
-	f.IntVar(&opts.Piece, "piece", 0, "bytes per READ and WRITE request, at most 1 MiB (default 1 MiB)")
+	f.IntVar(&opts.Piece, "piece", 0, "bytes per READ and WRITE request, at most 1 MiB; READs round it up to a multiple of 256 KiB (default 1 MiB)")
 	return cmd
 }
 

@@ -107,7 +107,7 @@ type Options struct {
 	KernelReadahead int64
 	ReadsInFlight   int // READs in flight for random reads
 	WritesInFlight  int // WRITEs in flight per flush
-	Piece           int // bytes per READ and WRITE, at most wire.MaxChunk
+	Piece           int // bytes per WRITE, at most wire.MaxChunk; READs round it up to whole cache chunks
 }
 
 // Root is mount-wide state; every Node reaches it through root().

@@ -192,7 +192,10 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 				err = n.root.fetch(ctx, n.path(), cf, off, end, end)
 			}
 		} else {
-			err = n.root.fetch(ctx, n.path(), cf, off, end, ahead)
+			err = n.root.fetchInto(ctx, n.path(), cf, off, dest[:end-off])
+			if err == nil {
+				return fuse.ReadResultData(dest[:end-off]), 0
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, errShrank) {
