@@ -16,6 +16,8 @@
 //     mount, git clone of a generated --files repository, --creates files of 4 KiB.
 //   - blocksize, patterns, meta, tree: the block-size sweep, access patterns, metadata and small
 //     I/O, and the compilebench-like tree workload (see their files).
+//   - tune: each of the mount's tuning flags swept alone on the workload it affects, for the
+//     choice of peerfs's defaults (tune.go).
 //   - wan: the key workloads with round-trip time and a rate limit between the nodes, through
 //     an in-process toxiproxy that carries peerfs and sshfs alike (wan.go).
 //
