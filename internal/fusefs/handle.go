@@ -112,6 +112,9 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 		return nil, 0, toErrno(err)
 	}
 	h.cf = cf
+	if !pending && !cf.Complete() && n.root.passthrough.Load() {
+		n.root.settle(ctx, n.path(), cf)
+	}
 	// A fully cached, clean file: the kernel reads the cache file itself (seed 003). The
 	// kernel fails an open that would mix passthrough and page-cached opens of one inode, so
 	// passthrough is used only when no other open of the file exists, or all are passthrough.

@@ -393,3 +393,35 @@ func (r *Root) writeStream(s *seqStream, cs ChunkStream, queue <-chan *received)
 	}
 	return err
 }
+
+// settle waits, at most a second, for a stream that has received the whole of cf to finish
+// writing it into the cache: a file opened again right after a sequential read then finds
+// its cache complete and is served by passthrough.
+func (r *Root) settle(ctx context.Context, p string, cf *cache.File) {
+	f := r.fetcher()
+	f.mu.Lock()
+	s := f.streams[streamKey{p, cf.Version()}]
+	f.mu.Unlock()
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for {
+		s.mu.Lock()
+		if s.next < s.end || s.written >= s.end || s.done {
+			s.mu.Unlock()
+			return
+		}
+		if s.prog == nil {
+			s.prog = make(chan struct{})
+		}
+		prog := s.prog
+		s.mu.Unlock()
+		select {
+		case <-prog:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

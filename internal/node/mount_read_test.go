@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/peertest"
 )
 
@@ -168,5 +169,33 @@ func TestMountWriteWhilePassthroughRead(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(m.share, "p.bin")); string(b) != "new" {
 		t.Fatalf("owner has %q", b)
+	}
+}
+
+// TestMountCachedReadableOffline: with the owner's daemon stopped, a file read before is
+// still served whole from the cache (listing, stat, open and read need no round trip), and a
+// file never read fails with an error within the wait bound.
+func TestMountCachedReadableOffline(t *testing.T) {
+	m := mountShare(t, func(p *api.MountParams) { p.WaitSeconds = 1; p.NoPassthrough = true })
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "seen.bin"), 6<<20, 61)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "unseen.bin"), 6<<20, 62)
+	want, _ := os.ReadFile(filepath.Join(m.share, "seen.bin"))
+	if got := readSequentially(t, filepath.Join(m.mnt, "seen.bin")); !bytes.Equal(got, want) {
+		t.Fatal("first read differs")
+	}
+	m.a.Stop()
+	defer m.a.Restart()
+	if ents, err := os.ReadDir(m.mnt); err != nil || len(ents) != 2 {
+		t.Fatalf("listing offline: %d entries, %v", len(ents), err)
+	}
+	if got := readSequentially(t, filepath.Join(m.mnt, "seen.bin")); !bytes.Equal(got, want) {
+		t.Fatal("the cached file read offline differs")
+	}
+	start := time.Now()
+	if _, err := os.ReadFile(filepath.Join(m.mnt, "unseen.bin")); err == nil {
+		t.Fatal("a file never read came back while its owner is down")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("the read of an uncached file took %v to fail", d)
 	}
 }
