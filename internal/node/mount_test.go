@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,4 +222,70 @@ func TestMountGitAndRsync(t *testing.T) {
 	peertest.MakeTree(t, tree, 1000, 14)
 	run(t, m.mnt, "rsync", "-a", tree+"/", filepath.Join(m.mnt, "tree")+"/")
 	run(t, m.mnt, "diff", "-r", "--no-dereference", tree, filepath.Join(m.share, "tree"))
+}
+
+// TestMountBuildCProject builds a small C project inside the mount with make and gcc:
+// many small reads, object files written and renamed, timestamps compared by make. A second
+// make finds nothing to do (mtimes survive the round trip), and a touched source rebuilds
+// exactly its object and the program.
+func TestMountBuildCProject(t *testing.T) {
+	for _, tool := range []string{"make", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (make deps)", tool)
+		}
+	}
+	m := mountShare(t)
+	proj := filepath.Join(m.mnt, "proj")
+	if err := os.MkdirAll(filepath.Join(proj, "include"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	var objs, calls strings.Builder
+	for i := 0; i < n; i++ {
+		src := fmt.Sprintf("#include \"util.h\"\nint f%d(int x) { return twice(x) + %d; }\n", i, i)
+		if err := os.WriteFile(filepath.Join(proj, fmt.Sprintf("f%d.c", i)), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&objs, " f%d.o", i)
+		fmt.Fprintf(&calls, "int f%d(int);\n", i)
+	}
+	files := map[string]string{
+		"include/util.h": "static inline int twice(int x) { return 2 * x; }\n",
+		"main.c": calls.String() + "#include <stdio.h>\nint main(void) { int s = 0;\n" +
+			func() string {
+				var b strings.Builder
+				for i := 0; i < n; i++ {
+					fmt.Fprintf(&b, "s += f%d(1);\n", i)
+				}
+				return b.String()
+			}() + "printf(\"%d\\n\", s); return 0; }\n",
+		"Makefile": "OBJS =" + objs.String() + " main.o\nprog: $(OBJS)\n\tgcc -o $@ $(OBJS)\n" +
+			"%.o: %.c include/util.h\n\tgcc -Iinclude -O1 -c -o $@.tmp $< && mv $@.tmp $@\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(proj, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, proj, "make", "-C", proj, "-j2")
+	// sum of 2*1 + i for i < n
+	want := fmt.Sprint(2*n + n*(n-1)/2)
+	if out := strings.TrimSpace(run(t, proj, filepath.Join(proj, "prog"))); out != want {
+		t.Fatalf("the program built in the mount prints %q, want %s", out, want)
+	}
+	// make -q exits 1 when anything would be rebuilt, and run fails the test then.
+	run(t, proj, "make", "-C", proj, "-q")
+	time.Sleep(10 * time.Millisecond)
+	now := time.Now()
+	if err := os.Chtimes(filepath.Join(proj, "f3.c"), now, now); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, proj, "make", "-C", proj)
+	if !strings.Contains(out, " f3.c") || strings.Contains(out, " f4.c") || !strings.Contains(out, "-o prog") {
+		t.Fatalf("after touching f3.c, make ran:\n%s", out)
+	}
+	// The owner's copy is a working build tree too.
+	if out := strings.TrimSpace(run(t, m.share, filepath.Join(m.share, "proj", "prog"))); out != want {
+		t.Fatalf("the owner's copy of the program prints %q, want %s", out, want)
+	}
 }
