@@ -189,6 +189,9 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 			EnableLocks:              false,
 			EnableSymlinkCaching:     r.opts.Events,
 			ExplicitDataCacheControl: true,
+			// Replies are built in memory, never from a file descriptor: go-fuse's splice path
+			// would only fetch a pipe, fail to grow it past 1 MiB and log, on every READ.
+			DisableSplice: true,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,

@@ -173,9 +173,21 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), size)
+	// The kernel's readahead sends a sequential reader's READs a few at a time and they are
+	// served concurrently, so they may arrive out of order: a read that the file's stream is
+	// about to bring is sequential too.
 	h.mu.Lock()
-	sequential := off == h.lastEnd || off == 0
-	h.lastEnd = end
+	sequential := off == 0 || off == h.lastEnd
+	h.mu.Unlock()
+	if !sequential {
+		sequential = n.root.streamCovers(n.path(), cf, off)
+	}
+	h.mu.Lock()
+	if sequential {
+		h.lastEnd = max(h.lastEnd, end)
+	} else {
+		h.lastEnd = end
+	}
 	h.mu.Unlock()
 	if !cf.Present(off, end-off) {
 		n.root.stats.misses.Add(1)

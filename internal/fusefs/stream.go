@@ -232,6 +232,15 @@ func (r *Root) readSequential(ctx context.Context, p string, cf *cache.File, off
 	return filled, err
 }
 
+// streamCovers reports whether a stream of cf runs and will bring off soon.
+func (r *Root) streamCovers(p string, cf *cache.File, off int64) bool {
+	f := r.fetcher()
+	f.mu.Lock()
+	s := f.streams[streamKey{p, cf.Version()}]
+	f.mu.Unlock()
+	return s != nil && s.covers(off)
+}
+
 // readAheadSequential keeps a sequential reader's stream ahead of it after a cache hit at end.
 func (r *Root) readAheadSequential(p string, cf *cache.File, end, ahead int64) {
 	f := r.fetcher()
