@@ -3,6 +3,7 @@ package rpc
 import (
 	"sync"
 
+	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -26,6 +27,15 @@ func init() {
 	for i := range pools {
 		size := classSizes[i]
 		pools[i].New = func() any { return &Buffer{B: make([]byte, size)} }
+	}
+	// The raw bytes of a full DATA frame start on a page boundary, so files can be read into
+	// and written from them with O_DIRECT (internal/directio).
+	last := len(pools) - 1
+	pools[last].New = func() any {
+		size := classSizes[last]
+		raw := make([]byte, size+directio.Align)
+		o := directio.Start(raw, wire.HeaderLen+wire.DataHeaderLen)
+		return &Buffer{B: raw[o : o+size : o+size]}
 	}
 }
 
