@@ -4,11 +4,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/zeebo/blake3"
 
+	"github.com/peerfs/peerfs/internal/bulk"
 	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -28,8 +28,6 @@ type Server struct {
 // directory of thousands of entries takes few frames, small enough to stream.
 const readdirBatch = 256 << 10
 
-// getReadahead is how many chunks a GET reads and hashes ahead of the one being sent.
-const getReadahead = 4
 
 // ServeRequest implements rpc.Handler.
 func (sv *Server) ServeRequest(r *rpc.Request) {
@@ -335,11 +333,6 @@ func (sv *Server) read(r *rpc.Request, sh *Share, req *wire.ReadReq) {
 	r.ReplyBuffer(buf)
 }
 
-type chunk struct {
-	buf *rpc.Buffer
-	off uint64
-}
-
 // get streams a file: a reader goroutine reads and hashes chunks ahead while this goroutine
 // encrypts and sends them within the receiver's credit.
 func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
@@ -364,17 +357,18 @@ func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 	if err != nil {
 		return
 	}
-	sent, err := pushChunks(r, out, f, req.Offset, e.Size, h)
-	if !sent {
+	err = bulk.Send(r.Context(), out, f, req.Offset, e.Size, h, nil)
+	var rerr *bulk.ReadError
+	if err != nil && !errors.As(err, &rerr) {
 		return // cancelled by the receiver or the link is gone
 	}
 	if err == nil {
 		if now, serr := sh.Stat(req.Path); serr != nil || now.Size != e.Size || now.MtimeNs != e.MtimeNs {
-			err = errChanged
+			err = bulk.ErrShrank
 		}
 	}
 	if err != nil {
-		if errors.Is(err, errChanged) {
+		if errors.Is(err, bulk.ErrShrank) {
 			r.Fail(wire.ErrnoChanged, "the file changed on its owner while it was being sent: pull again")
 		} else {
 			sv.fail(r, err)
@@ -384,57 +378,6 @@ func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 	end := wire.StreamEnd{Size: e.Size}
 	h.Sum(end.Hash[:0])
 	out.End(end.AppendTo(nil))
-}
-
-var errChanged = errors.New("file changed while being sent")
-
-// pushChunks sends [from, to) of f as DATA frames within out's credit. A reader goroutine
-// reads (and feeds to hash, if any) up to getReadahead chunks ahead while this goroutine
-// encrypts and sends. sent is false when the receiver cancelled or the link failed: nothing
-// more can be said on the exchange. Otherwise err is the reading error, if any (errChanged
-// when the file ended early).
-func pushChunks(r *rpc.Request, out *rpc.OutStream, f *os.File, from, to uint64, hash io.Writer) (sent bool, err error) {
-	ctx := r.Context()
-	chunks := make(chan chunk, getReadahead)
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(chunks)
-		for pos := from; pos < to; {
-			n := min(uint64(wire.MaxChunk), to-pos)
-			buf := rpc.GetBuffer(wire.DataHeaderLen + int(n))
-			data := buf.Payload()[wire.DataHeaderLen:]
-			if _, err := f.ReadAt(data, int64(pos)); err != nil {
-				buf.Release()
-				if errors.Is(err, io.EOF) {
-					err = errChanged
-				}
-				readErr <- err
-				return
-			}
-			if hash != nil {
-				hash.Write(data)
-			}
-			select {
-			case chunks <- chunk{buf, pos}:
-			case <-ctx.Done():
-				buf.Release()
-				readErr <- ctx.Err()
-				return
-			}
-			pos += n
-		}
-		readErr <- nil
-	}()
-	var sendErr error
-	for c := range chunks {
-		if sendErr != nil {
-			c.buf.Release()
-			continue
-		}
-		sendErr = out.Send(c.buf, c.off)
-	}
-	err = <-readErr
-	return sendErr == nil, err
 }
 
 // stream pushes a range of a file to a mount reading it sequentially: like get, without the
@@ -455,12 +398,13 @@ func (sv *Server) stream(r *rpc.Request, sh *Share, req *wire.StreamReq) {
 		return
 	}
 	if req.Offset < end {
-		sent, err := pushChunks(r, out, f, req.Offset, end, nil)
-		if !sent {
-			return
+		err := bulk.Send(r.Context(), out, f, req.Offset, end, nil, nil)
+		var rerr *bulk.ReadError
+		if err != nil && !errors.As(err, &rerr) {
+			return // cancelled by the receiver or the link is gone
 		}
 		if err != nil {
-			if errors.Is(err, errChanged) {
+			if errors.Is(err, bulk.ErrShrank) {
 				r.Fail(wire.ErrnoChanged, "the file got shorter on its owner while it was read: read it again")
 			} else {
 				sv.fail(r, err)
@@ -504,29 +448,17 @@ func (sv *Server) put(r *rpc.Request, sh *Share, req *wire.PutReq) {
 		return
 	}
 	defer in.Close()
-	ctx := r.Context()
-	pos := uint64(offset)
-	for {
-		buf, off, data, err := in.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return // sender gone or cancelled: keep the part for a resumed PUT
-		}
-		if off != pos || pos+uint64(len(data)) > req.Size {
-			buf.Release()
-			r.Fail(wire.EINVAL, "upload data out of order or beyond the announced size")
-			return
-		}
-		if _, err := f.WriteAt(data, int64(off)); err != nil {
-			buf.Release()
-			sv.fail(r, err)
-			return
-		}
-		h.Write(data)
-		pos += uint64(len(data))
-		in.Consumed(buf, len(data))
+	pos, err := bulk.Receive(r.Context(), in, f, h, uint64(offset), req.Size, nil)
+	var ferr *bulk.FileError
+	switch {
+	case errors.As(err, &ferr):
+		sv.fail(r, ferr.Err)
+		return
+	case errors.Is(err, bulk.ErrOrder):
+		r.Fail(wire.EINVAL, err.Error())
+		return
+	case err != nil:
+		return // sender gone or cancelled: keep the part for a resumed PUT
 	}
 	var end wire.StreamEnd
 	if err := end.Decode(in.End()); err != nil {

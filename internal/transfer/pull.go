@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -15,9 +14,9 @@ import (
 	"github.com/zeebo/blake3"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/peerfs/peerfs/internal/bulk"
 	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/remote"
-	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -260,7 +259,7 @@ func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume 
 		p.c.resumed.Add(offset)
 	}
 
-	pos, err := receive(ctx, in, f, h, uint64(offset), func(n int) { p.c.bytes.Add(int64(n)) })
+	pos, err := bulk.Receive(ctx, in, f, h, uint64(offset), e.Size, func(n int) { p.c.bytes.Add(int64(n)) })
 	if err != nil {
 		return nil, err
 	}
@@ -296,56 +295,4 @@ func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume 
 		return nil, err
 	}
 	return sum, nil
-}
-
-// receive writes a stream's chunks at their offsets and hashes them in order, in two stages so
-// that writing one chunk overlaps hashing the one before; a chunk's buffer and credit go back
-// once it is hashed. It returns the offset after the last chunk.
-func receive(ctx context.Context, in *rpc.InStream, f *os.File, h *blake3.Hasher, pos uint64, moved func(int)) (uint64, error) {
-	type chunk struct {
-		buf  *rpc.Buffer
-		data []byte
-	}
-	hashq := make(chan chunk, 4)
-	hashErr := make(chan error, 1)
-	go func() {
-		var err error
-		for c := range hashq {
-			if err != nil {
-				c.buf.Release()
-				continue
-			}
-			h.Write(c.data)
-			err = in.Consumed(c.buf, len(c.data))
-		}
-		hashErr <- err
-	}()
-	var err error
-	for {
-		buf, off, data, nerr := in.Next(ctx)
-		if nerr != nil {
-			if !errors.Is(nerr, io.EOF) {
-				err = nerr
-			}
-			break
-		}
-		if off != pos {
-			buf.Release()
-			err = fmt.Errorf("stream out of order: chunk at %d, expected %d", off, pos)
-			break
-		}
-		if _, werr := f.WriteAt(data, int64(off)); werr != nil {
-			buf.Release()
-			err = werr
-			break
-		}
-		pos += uint64(len(data))
-		moved(len(data))
-		hashq <- chunk{buf, data}
-	}
-	close(hashq)
-	if herr := <-hashErr; err == nil {
-		err = herr
-	}
-	return pos, err
 }

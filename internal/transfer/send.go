@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,7 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/peerfs/peerfs/internal/remote"
-	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/bulk"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -215,24 +214,17 @@ func (s *sender) fileOnce(ctx context.Context, local, remotePath string, resume 
 	if offset > 0 {
 		s.c.resumed.Add(int64(offset))
 	}
-	for pos := int64(offset); pos < size; {
-		n := min(int64(wire.MaxChunk), size-pos)
-		buf := rpc.GetBuffer(wire.DataHeaderLen + int(n))
-		data := buf.Payload()[wire.DataHeaderLen:]
-		if _, err := f.ReadAt(data, pos); err != nil {
-			buf.Release()
-			out.Abort()
-			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w: %s shrank while being sent", ErrChanged, local)
-			}
-			return nil, err
+	err = bulk.Send(ctx, out, f, offset, uint64(size), h, func(n int) { s.c.bytes.Add(int64(n)) })
+	var rerr *bulk.ReadError
+	if err != nil && !errors.As(err, &rerr) {
+		return nil, err
+	}
+	if err != nil {
+		out.Abort()
+		if errors.Is(err, bulk.ErrShrank) {
+			return nil, fmt.Errorf("%w: %s shrank while being sent", ErrChanged, local)
 		}
-		h.Write(data)
-		if err := out.Send(buf, uint64(pos)); err != nil {
-			return nil, err
-		}
-		pos += n
-		s.c.bytes.Add(n)
+		return nil, err
 	}
 	if now, err := f.Stat(); err != nil || now.Size() != size || !now.ModTime().Equal(fi.ModTime()) {
 		out.Abort()
