@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/peerfs/peerfs/internal/cache"
@@ -18,10 +19,14 @@ import (
 var errShrank = errors.New("file changed on the owner during the read")
 
 // flightKey names a piece of one version of one file, whichever handle or reference asks.
+// Pieces start on multiples of the piece size but end where the missing range ended when
+// they were cut, so two pieces at one offset may differ in length: the length is part of
+// the key, and a reader copies only from a flight that holds all it needs.
 type flightKey struct {
 	path string
 	ver  cache.Version
 	off  int64
+	len  int64
 }
 
 type flight struct {
@@ -114,7 +119,11 @@ func (r *Root) fetchInto(ctx context.Context, p string, cf *cache.File, off int6
 			}
 		}
 		a, b := max(off, pc.Off), min(end, pc.Off+pc.Len)
-		copy(dst[a-off:b-off], held[i].data[a-pc.Off:b-pc.Off])
+		data := held[i].data
+		if int64(len(data)) < b-pc.Off {
+			return fmt.Errorf("internal error: a READ of %d bytes at %d holds only %d", pc.Len, pc.Off, len(data))
+		}
+		copy(dst[a-off:b-off], data[a-pc.Off:b-pc.Off])
 		pos = b
 	}
 	if pos < end {
@@ -164,7 +173,7 @@ func (r *Root) prefetch(p string, cf *cache.File, off, end int64) {
 // reader that will copy from the flight's buffer says so (willCopy) and calls copying.Done
 // after.
 func (r *Root) start(f *fetcher, p string, cf *cache.File, pc cache.Range, willCopy bool) *flight {
-	k := flightKey{p, cf.Version(), pc.Off}
+	k := flightKey{p, cf.Version(), pc.Off, pc.Len}
 	f.mu.Lock()
 	if fl := f.flights[k]; fl != nil {
 		if willCopy {
