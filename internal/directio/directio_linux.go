@@ -28,7 +28,7 @@ func NewReader(f *os.File) *Reader { return &Reader{f: f} }
 // are aligned (cap(p) must leave room to round len(p) up to Align); anything else, a range
 // that is cached even in part, dirty pages included, goes through the page cache.
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
-	if len(p) > 0 && off%Align == 0 && Aligned(p) && cap(p) >= roundUp(len(p)) && r.uncached(off, len(p)) {
+	if len(p) > 0 && off%Align == 0 && Aligned(p) && cap(p) >= roundUp(len(p)) && !r.noDirect && uncached(r.f, off, len(p)) {
 		if d := r.directFile(); d != nil {
 			n, err := readFull(d, p[:roundUp(len(p))], off)
 			if err == nil || errors.Is(err, io.EOF) {
@@ -44,20 +44,17 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 			r.noDirect = true
 		}
 	}
-	if os.Getenv("DIODEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "buffered read off=%d len=%d aligned=%v cap=%v\n", off, len(p), Aligned(p), cap(p) >= roundUp(len(p)))
-	}
 	return r.f.ReadAt(p, off)
 }
 
-// uncached reports whether the page cache holds none of [off, off+n). cachestat(2) (Linux
-// 6.5) looks without side effects; where it is missing, the answer is no.
-func (r *Reader) uncached(off int64, n int) bool {
-	if r.noDirect || noCachestat.Load() {
+// uncached reports whether the page cache holds none of [off, off+n) of f. cachestat(2)
+// (Linux 6.5) looks without side effects; where it is missing, the answer is no.
+func uncached(f *os.File, off int64, n int) bool {
+	if noCachestat.Load() {
 		return false
 	}
 	var st unix.Cachestat_t
-	err := unix.Cachestat(uint(r.f.Fd()), &unix.CachestatRange{Off: uint64(off), Len: uint64(n)}, &st, 0)
+	err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{Off: uint64(off), Len: uint64(n)}, &st, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOSYS) {
 			noCachestat.Store(true)
@@ -115,30 +112,68 @@ func reopenDirect(f *os.File, flag int) *os.File {
 	return d
 }
 
-// Writer writes a file whose contents are not read back soon (a received download).
+// Writer writes bulk data: a received download, a large write through a mount. A range of
+// which the page cache holds nothing, at an aligned offset and length of at least minDirect
+// bytes, goes straight to the disk (through an aligned copy if p itself is not aligned);
+// anything else through the page cache, so that programs that have the file open or mapped
+// keep the coherence they expect.
 type Writer struct {
 	f *os.File
 
-	once   sync.Once
-	direct *os.File
+	once     sync.Once
+	direct   *os.File
+	noDirect bool // a direct write failed with EINVAL
 }
+
+// minDirect is the smallest write sent straight to the disk: below it the page cache's copy
+// costs less than waiting for the device.
+const minDirect = 64 << 10
 
 // NewWriter returns a Writer of f, which must be open for writing and stays the caller's.
 func NewWriter(f *os.File) *Writer { return &Writer{f: f} }
 
-// WriteAt writes p at off as os.File.WriteAt does: straight to the disk when off, len(p)
-// and p are aligned and the filesystem allows it, through the page cache otherwise.
+// WriteAt writes p at off as os.File.WriteAt does.
 func (w *Writer) WriteAt(p []byte, off int64) (int, error) {
-	if aligned(off, len(p)) && Aligned(p) {
+	if len(p) >= minDirect && aligned(off, len(p)) && !w.noDirect && uncached(w.f, off, len(p)) {
 		w.once.Do(func() { w.direct = reopenDirect(w.f, unix.O_WRONLY) })
 		if w.direct != nil {
-			n, err := w.direct.WriteAt(p, off)
-			if err == nil || !errors.Is(err, unix.EINVAL) || n > 0 {
+			n, err := writeDirect(w.direct, p, off)
+			if err == nil || n > 0 || !errors.Is(err, unix.EINVAL) {
 				return n, err
 			}
+			w.noDirect = true // EINVAL: this file refuses O_DIRECT after all
 		}
 	}
 	return w.f.WriteAt(p, off)
+}
+
+// bounce holds aligned buffers for direct writes of unaligned memory.
+var bounce = sync.Pool{New: func() any {
+	raw := make([]byte, bounceSize+Align)
+	o := Start(raw, 0)
+	b := raw[o : o+bounceSize : o+bounceSize]
+	return &b
+}}
+
+const bounceSize = 1 << 20
+
+// writeDirect writes p (aligned length) at off (aligned) to d, opened with O_DIRECT.
+func writeDirect(d *os.File, p []byte, off int64) (int, error) {
+	if Aligned(p) {
+		return d.WriteAt(p, off)
+	}
+	bb := bounce.Get().(*[]byte)
+	defer bounce.Put(bb)
+	n := 0
+	for n < len(p) {
+		k := copy(*bb, p[n:])
+		m, err := d.WriteAt((*bb)[:k], off+int64(n))
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Close closes the O_DIRECT descriptor, if one was opened.

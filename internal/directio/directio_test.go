@@ -140,7 +140,8 @@ func TestReaderSkipsPageCache(t *testing.T) {
 	}
 }
 
-// TestWriter writes aligned and unaligned pieces, and the file holds exactly them.
+// TestWriter writes aligned and unaligned pieces, from aligned and unaligned memory: the file
+// holds exactly them, and large aligned writes to an uncached file left the page cache empty.
 func TestWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	f, err := os.Create(path)
@@ -148,15 +149,23 @@ func TestWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := NewWriter(f)
-	want := make([]byte, 0, 3<<20)
+	want := make([]byte, 0, 4<<20)
 	rng := rand.NewChaCha8([32]byte{2, 3})
-	for _, n := range []int{1 << 20, 1 << 20, Align, 12345} {
+	for i, n := range []int{1 << 20, 1 << 20, 1<<20 + 3*Align, Align, 12345} {
 		buf := alignedBuf(n)
+		if i == 1 {
+			buf = make([]byte, n+1)[1:] // not aligned in memory: copied to an aligned buffer
+		}
 		rng.Read(buf)
 		if _, err := w.WriteAt(buf, int64(len(want))); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, buf...)
+		if i == 2 && w.direct != nil && cachedPages(t, f) == 0 {
+			t.Logf("3 MiB written with O_DIRECT, none of it in the page cache")
+		} else if i == 2 && w.direct != nil {
+			t.Errorf("%d pages of the direct writes are in the page cache", cachedPages(t, f))
+		}
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -167,5 +176,38 @@ func TestWriter(t *testing.T) {
 	got, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("the file differs from what was written (%d bytes, %v)", len(got), err)
+	}
+}
+
+// TestWriterKeepsCachedFilesCoherent: a file whose pages are cached (another program reads
+// or maps it) is written through the page cache, and a mapping sees the new bytes at once.
+func TestWriterKeepsCachedFilesCoherent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	writeRandom(t, path, 1<<20)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	_ = m[0] // fault a page in
+	buf := alignedBuf(1 << 20)
+	for i := range buf {
+		buf[i] = 0xA5
+	}
+	w := NewWriter(f)
+	defer w.Close()
+	if _, err := w.WriteAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if w.direct != nil && cachedPages(t, f) >= 0 {
+		t.Error("a file with cached pages was written with O_DIRECT")
+	}
+	if m[0] != 0xA5 || m[1<<20-1] != 0xA5 {
+		t.Fatal("the mapping does not see the write")
 	}
 }

@@ -9,8 +9,9 @@
 // sequential reader: wait for the file's STREAM, which runs ahead of it into the cache
 // (stream.go) -> miss of a random reader: fetch the missing chunks with many READs in flight
 // (fetch.go), write them to the cache, reply.
-// Write flow: kernel -> Handle.Write -> writeback extents -> Flush/Fsync/Release, 32 MiB
-// dirty or flushDelay after the first unsent write -> sorted, pipelined WRITEs -> owner.
+// Write flow: kernel -> Handle.Write -> writeback extents -> full pieces leave in the
+// background past 4 MiB dirty (write-behind); Flush/Fsync/Release, 64 MiB dirty or flushDelay
+// after the first unsent write send everything -> sorted, pipelined WRITEs -> owner.
 package fusefs
 
 import (
@@ -40,7 +41,9 @@ type Owner interface {
 	// Stream starts pushing [off, off+length) of path, cut at its end (STREAM), and returns
 	// the file's attributes as the owner saw them at the start.
 	Stream(ctx context.Context, path string, off, length int64) (wire.Entry, ChunkStream, error)
-	Write(ctx context.Context, path string, off int64, data []byte) (wire.Entry, error)
+	// Write writes data at off and returns the file after the write and its state just
+	// before, so the mount can tell its own changes from someone else's.
+	Write(ctx context.Context, path string, off int64, data []byte) (wire.WriteResp, error)
 	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
 	Mkdir(ctx context.Context, path string, mode uint32) error
 	Symlink(ctx context.Context, path, target string) error
@@ -78,8 +81,12 @@ const (
 	DefaultKernelReadahead = 4 << 20
 	// DefaultPiece is the size of one READ or WRITE to the owner: the FUSE request size.
 	DefaultPiece = wire.MaxChunk
-	// dirtyLimit is how much unsent data one file may hold before a write flushes it.
-	dirtyLimit = 32 << 20
+	// writeBehind is how much unsent data one file may hold before full pieces start leaving
+	// in the background while the application keeps writing.
+	writeBehind = 4 << 20
+	// dirtyLimit is how much unsent data one file may hold before a write waits for a flush:
+	// the owner's pace then sets the writer's.
+	dirtyLimit = 64 << 20
 	// flushDelay is the longest written data waits in the mount while its file stays open:
 	// the owner's readers see it soon, and a crash of this machine loses at most that much.
 	flushDelay = time.Second

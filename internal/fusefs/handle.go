@@ -105,7 +105,7 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	if e.HasData && !pending {
 		h.inline = e.Data
 		n.root.stats.hits.Add(1)
-		return h, fuse.FOPEN_KEEP_CACHE, 0
+		return h, n.openPages(version(e)), 0
 	}
 	cf, err := n.root.cache.Get(n.root.key(n.path()), version(e))
 	if err != nil {
@@ -129,7 +129,7 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 		n.root.stats.passthrough.Add(1)
 		return &passHandle{Handle: h, fd: int(cf.OSFile().Fd())}, 0, 0
 	}
-	return h, fuse.FOPEN_KEEP_CACHE, 0
+	return h, n.openPages(version(e)), 0
 }
 
 func version(e *wire.Entry) cache.Version {
@@ -301,13 +301,41 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			n.flushTimer.Reset(flushDelay)
 		}
 	}
+	dirty := n.wb.Dirty()
+	startBehind := dirty >= writeBehind && dirty < dirtyLimit && !n.behind && n.wb.Full() >= writeBehind
+	if startBehind {
+		n.behind = true
+	}
 	n.mu.Unlock()
-	if n.wb.Dirty() >= dirtyLimit {
+	if startBehind {
+		go n.writeBehind()
+	}
+	if dirty >= dirtyLimit {
 		if errno := n.flush(ctx); errno != 0 {
 			return 0, errno
 		}
 	}
 	return uint32(len(data)), 0
+}
+
+// writeBehind sends full pieces in the background while the application keeps writing (seed
+// 001: the link and the owner's disk work while the writer fills the next pieces), until
+// less than writeBehind is dirty. Its error is kept for the application's next write, fsync
+// or close, like any background flush's.
+func (n *Node) writeBehind() {
+	for {
+		errno := n.flushWith(context.Background(), true)
+		if errno != 0 {
+			n.wb.Fail(errno)
+		}
+		n.mu.Lock()
+		if errno != 0 || n.wb.Full() < writeBehind {
+			n.behind = false
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+	}
 }
 
 // timedFlush sends what is still dirty flushDelay after a write. Its error is kept for the
@@ -325,28 +353,45 @@ func (n *Node) timedFlush() {
 }
 
 // flush sends the node's pending writes and refreshes its attributes from the owner's reply.
-func (n *Node) flush(ctx context.Context) syscall.Errno {
+func (n *Node) flush(ctx context.Context) syscall.Errno { return n.flushWith(ctx, false) }
+
+// flushWith sends the file's dirty data, or only its full pieces (fullOnly), and records the
+// owner's view of the file after the last write.
+func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 	p := n.path()
-	var last wire.Entry
-	var lastMu sync.Mutex
-	err := n.wb.FlushWith(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, func(ctx context.Context, off int64, data []byte) error {
+	before, known := n.root.replica.Stat(p)
+	var (
+		mu    sync.Mutex
+		last  wire.Entry
+		pres  []wire.FileState // the file's state before each WRITE
+		posts []wire.Entry     // and after
+	)
+	flush := n.wb.FlushWith
+	if fullOnly {
+		flush = n.wb.FlushFull
+	}
+	err := flush(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, func(ctx context.Context, off int64, data []byte) error {
 		n.root.stats.send.Add(int64(len(data)))
 		n.root.stats.roundTrips.Add(1)
-		e, err := n.root.owner.Write(ctx, p, off, data)
+		resp, err := n.root.owner.Write(ctx, p, off, data)
 		if err == nil {
-			lastMu.Lock()
-			// Pieces complete in any order; sizes only grow during a flush, so the reply
-			// with the largest size (then the latest mtime) is the file as it now is.
-			if e.Size > last.Size || e.Size == last.Size && e.MtimeNs >= last.MtimeNs {
-				last = e
+			mu.Lock()
+			// Pieces complete in any order: the reply with the latest ctime is the file as it
+			// now is (with equal ctimes, from a filesystem with coarse timestamps, the largest).
+			e := &resp.Entry
+			if e.CtimeNs > last.CtimeNs || e.CtimeNs == last.CtimeNs && e.Size >= last.Size {
+				last = *e
 			}
-			lastMu.Unlock()
+			pres = append(pres, resp.Pre)
+			posts = append(posts, *e)
+			mu.Unlock()
 		}
 		return err
 	})
 	if last.Mode != 0 {
 		n.root.replica.Put(p, last)
 		n.root.forgetContent(p)
+		n.flushed(known, &before, pres, posts, &last)
 	}
 	return toErrno(err)
 }

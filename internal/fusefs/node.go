@@ -35,6 +35,10 @@ type Node struct {
 	// open for long (editors, logs, databases); timerArmed says it is pending.
 	flushTimer *time.Timer
 	timerArmed bool
+	// behind says a write-behind flush runs in the background (writeBehind).
+	behind bool
+	// pages is what the kernel's page cache holds of the file (pages.go).
+	pages pageState
 }
 
 func (n *Node) path() string {

@@ -30,10 +30,21 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			// arriving after a new create): forget and let the next lookup ask the owner,
 			// rather than apply the event's view.
 			old, had := r.replica.Stat(p)
+			node := r.node(p)
 			// Most events echo this mount's own operations (a create, the writes of a close,
 			// an unlink): when the replica already shows what the event says, there is
-			// nothing to forget, and the next lookup of the name costs no round trip.
+			// nothing to forget, and the next lookup of the name costs no round trip. The
+			// kernel's pages are another matter (pages.go): they may be older.
 			if ev.Kind == wire.EventChanged && had && sameAttrs(&old, &ev.Entry) {
+				if node != nil && ev.Entry.IsRegular() && !node.pagesHold(version(&ev.Entry)) {
+					node.changedElsewhere()
+					node.NotifyContent(0, 0)
+				}
+				continue
+			}
+			// An older state this mount's own writes left the file in, reported late.
+			if ev.Kind == wire.EventChanged && had && node != nil && ev.Entry.IsRegular() && old.Ino == ev.Entry.Ino &&
+				old.CtimeNs > ev.Entry.CtimeNs && node.pagesHold(version(&ev.Entry)) {
 				continue
 			}
 			if ev.Kind == wire.EventRemoved && r.knownAbsent(p) {
@@ -49,6 +60,9 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			r.replica.Invalidate(p)
 			if ev.Kind == wire.EventRemoved || !had || old.Size != ev.Entry.Size || old.MtimeNs != ev.Entry.MtimeNs || old.Ino != ev.Entry.Ino {
 				r.forgetContent(p)
+			}
+			if node != nil && ev.Kind == wire.EventChanged && !node.pagesHold(version(&ev.Entry)) {
+				node.changedElsewhere()
 			}
 			r.notify(p, true)
 		case wire.EventRescan:
@@ -90,6 +104,16 @@ func (r *Root) notify(p string, name bool) {
 		_, base := tree.Split(p)
 		parent.NotifyEntry(base)
 	}
+}
+
+// node returns the Node of the inode the kernel knows for p, or nil.
+func (r *Root) node(p string) *Node {
+	if _, ino := r.walk(p); ino != nil {
+		if n, ok := ino.Operations().(*Node); ok {
+			return n
+		}
+	}
+	return nil
 }
 
 // walk finds the inodes the kernel knows for p and its parent, without asking the owner.

@@ -81,11 +81,12 @@ func TestMountOpsOverLink(t *testing.T) {
 	_, err = p.Create(ctx, "m", "new.bin", 0o640, wire.CreateExclusive)
 	wantErr("exclusive CREATE of an existing file", err, wire.EEXIST)
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), wire.MaxChunk/16)
-	if e, err = p.Write(ctx, "m", "new.bin", 0, chunk); err != nil || e.Size != wire.MaxChunk {
-		t.Fatalf("WRITE of a chunk: %+v, %v", e, err)
+	w, err := p.Write(ctx, "m", "new.bin", 0, chunk)
+	if err != nil || w.Entry.Size != wire.MaxChunk || w.Pre.Size != 0 {
+		t.Fatalf("WRITE of a chunk: %+v, %v", w, err)
 	}
-	if e, err = p.Write(ctx, "m", "new.bin", wire.MaxChunk, []byte("tail")); err != nil || e.Size != wire.MaxChunk+4 {
-		t.Fatalf("WRITE of the tail: %+v, %v", e, err)
+	if w, err = p.Write(ctx, "m", "new.bin", wire.MaxChunk, []byte("tail")); err != nil || w.Entry.Size != wire.MaxChunk+4 || w.Pre.Size != wire.MaxChunk {
+		t.Fatalf("WRITE of the tail: %+v, %v", w, err)
 	}
 	if got := readHost("new.bin"); got != string(chunk)+"tail" {
 		t.Errorf("the owner holds %d bytes after the writes, want %d", len(got), wire.MaxChunk+4)

@@ -17,6 +17,7 @@ import (
 	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/peertest"
 	"github.com/peerfs/peerfs/internal/transport"
+	"github.com/peerfs/peerfs/internal/wire"
 )
 
 // waitConnected waits until n sees peer connected and returns its status.
@@ -47,7 +48,7 @@ func TestTrustedPairConnects(t *testing.T) {
 		peer string
 	}{{a, "beta"}, {b, "alpha"}} {
 		p := waitConnected(t, c.n, c.peer)
-		if p.TLS != "TLS 1.3" || p.KeyExch != "X25519MLKEM768" || p.Cipher == "" || p.Protocol != 1 {
+		if p.TLS != "TLS 1.3" || p.KeyExch != "X25519MLKEM768" || p.Cipher == "" || p.Protocol != wire.VersionMax {
 			t.Errorf("%s sees %s over %q %q %q v%d", c.n.Name, c.peer, p.TLS, p.Cipher, p.KeyExch, p.Protocol)
 		}
 	}

@@ -62,10 +62,10 @@ func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byt
 	return rp.Read(ctx, o.share, path, uint64(off), dst)
 }
 
-func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.Entry, error) {
+func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.WriteResp, error) {
 	rp, ctx, err := o.rp(ctx)
 	if err != nil {
-		return wire.Entry{}, err
+		return wire.WriteResp{}, err
 	}
 	return rp.Write(ctx, o.share, path, uint64(off), data)
 }

@@ -144,9 +144,9 @@ func (p Peer) Create(ctx context.Context, share, path string, mode, flags uint32
 
 // Write writes data, at most wire.MaxChunk bytes, at offset off of the existing regular file
 // path and returns the file's attributes after the write. data is copied before Write returns.
-func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []byte) (wire.Entry, error) {
+func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []byte) (wire.WriteResp, error) {
 	if len(data) > wire.MaxChunk {
-		return wire.Entry{}, fmt.Errorf("WRITE of %d bytes: at most %d go in one request", len(data), wire.MaxChunk)
+		return wire.WriteResp{}, fmt.Errorf("WRITE of %d bytes: at most %d go in one request", len(data), wire.MaxChunk)
 	}
 	req := wire.WriteReq{Share: share, Path: path, Offset: off}
 	// Head and data in one pooled frame buffer, sent as it is: a 1 MiB write allocates
@@ -157,14 +157,14 @@ func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []
 	copy(body.Payload()[headLen:], data)
 	buf, err := p.S.CallBuffer(ctx, wire.OpWrite, body)
 	if err != nil {
-		return wire.Entry{}, err
+		return wire.WriteResp{}, err
 	}
 	defer buf.Release()
-	var e wire.Entry
-	if err := e.Decode(buf.Payload()); err != nil {
-		return wire.Entry{}, fmt.Errorf("WRITE reply: %w", err)
+	var resp wire.WriteResp
+	if err := resp.Decode(buf.Payload()); err != nil {
+		return wire.WriteResp{}, fmt.Errorf("WRITE reply: %w", err)
 	}
-	return e, nil
+	return resp, nil
 }
 
 // Unlink removes the non-directory name path.

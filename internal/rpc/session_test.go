@@ -371,7 +371,7 @@ func rawPeer(t *testing.T, hello wire.Hello) (*Session, net.Conn, chan error) {
 	return s, cb, errc
 }
 
-var goodHello = wire.Hello{MinVersion: 1, MaxVersion: 1, MaxFrameLen: wire.MaxFrameLen, Name: "raw"}
+var goodHello = wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, MaxFrameLen: wire.MaxFrameLen, Name: "raw"}
 
 func TestVersionMismatchRefused(t *testing.T) {
 	_, _, errc := rawPeer(t, wire.Hello{MinVersion: 7, MaxVersion: 9, MaxFrameLen: wire.MaxFrameLen})

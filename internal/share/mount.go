@@ -8,10 +8,12 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -120,30 +122,56 @@ func (s *Share) Create(path string, mode uint32, flags uint32) (wire.Entry, erro
 }
 
 // Write writes data at offset off of the existing regular file path and returns the file's
-// Entry after the write. The file is opened through os.Root for this one write (a final symlink
+// Entry after the write and its state just before (wire.WriteResp). The file is opened through os.Root for this one write (a final symlink
 // is followed only inside the share) and closed before the reply, so a rename or unlink of path
 // never meets a descriptor kept behind it. A directory is EISDIR, another non-regular file
 // EINVAL; an offset past what the owner can address is EFBIG.
-func (s *Share) Write(path string, off int64, data []byte) (wire.Entry, error) {
+func (s *Share) Write(path string, off int64, data []byte) (wire.WriteResp, error) {
 	const op = "write"
 	if err := s.checkWrite(op, path); err != nil {
-		return wire.Entry{}, err
+		return wire.WriteResp{}, err
 	}
 	if err := checkRange(op, path, off, int64(len(data))); err != nil {
-		return wire.Entry{}, err
+		return wire.WriteResp{}, err
 	}
 	f, err := s.openRegular(op, path, rootName(path), os.O_WRONLY)
 	if err != nil {
-		return wire.Entry{}, err
+		return wire.WriteResp{}, err
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return wire.WriteResp{}, fail(op, path, err)
+	}
+	// One WRITE at a time per file, so that each reply's states before and after bracket
+	// this write alone: a change made elsewhere between two of them shows (fusefs/pages.go).
+	// The kernel serialises writes to one file anyway.
+	mu := &writeLocks[entryFromInfo(fi).Ino%uint64(len(writeLocks))]
+	mu.Lock()
+	defer mu.Unlock()
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return wire.WriteResp{}, fail(op, path, err)
+	}
+	pre := entryFromInfo(fi)
 	if len(data) > 0 {
-		if _, err := f.WriteAt(data, off); err != nil {
+		// A large aligned write to a range nobody has cached goes straight to the disk
+		// (directio): a file copied into a mount costs the owner no page-cache churn.
+		w := directio.NewWriter(f)
+		_, err := w.WriteAt(data, off)
+		w.Close()
+		if err != nil {
 			f.Close()
-			return wire.Entry{}, fail(op, path, err)
+			return wire.WriteResp{}, fail(op, path, err)
 		}
 	}
-	return s.closeWithEntry(op, path, f)
+	e, err := s.closeWithEntry(op, path, f)
+	return wire.WriteResp{Entry: e, Pre: pre.State()}, err
 }
+
+// writeLocks serialise WRITEs to one file (by inode number; files that share a stripe wait
+// for each other too, which costs little).
+var writeLocks [256]sync.Mutex
 
 // checkRange refuses a negative offset (EINVAL) and a range whose end an int64 cannot hold
 // (EFBIG, as write(2) past the largest file).

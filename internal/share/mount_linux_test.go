@@ -107,26 +107,36 @@ func TestWrite(t *testing.T) {
 	s := fx.s
 	host := filepath.Join(fx.shareDir, "a.txt")
 
-	e, err := s.Write("a.txt", 3, []byte("p me"))
+	before, err := os.Stat(host)
 	if err != nil {
 		t.Fatal(err)
 	}
+	resp, err := s.Write("a.txt", 3, []byte("p me"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := resp.Entry
 	if got := readFile(t, host); got != "help me" || e.Size != 7 {
 		t.Errorf("after Write: %q, Entry size %d", got, e.Size)
+	}
+	// The state before the write is the file as it was.
+	if pre := resp.Pre; pre.Size != uint64(before.Size()) || pre.MtimeNs != before.ModTime().UnixNano() || pre.CtimeNs == e.CtimeNs {
+		t.Errorf("Write's state before the write is %+v; the file had size %d, mtime %d; ctime after %d",
+			pre, before.Size(), before.ModTime().UnixNano(), e.CtimeNs)
 	}
 	sameEntry(t, "Write", e, host)
 	if e.MtimeNs == oldTime.UnixNano() {
 		t.Error("Write did not change the mtime")
 	}
 	// A hole, then bytes; a write of nothing changes nothing.
-	if e, err := s.Write("a.txt", 10, []byte("!")); err != nil || e.Size != 11 {
-		t.Errorf("Write past the end: %+v, %v", e, err)
+	if r, err := s.Write("a.txt", 10, []byte("!")); err != nil || r.Entry.Size != 11 {
+		t.Errorf("Write past the end: %+v, %v", r, err)
 	}
 	if got := readFile(t, host); got != "help me\x00\x00\x00!" {
 		t.Errorf("after a write past the end: %q", got)
 	}
-	if e, err := s.Write("a.txt", 0, nil); err != nil || e.Size != 11 {
-		t.Errorf("Write of nothing: %+v, %v", e, err)
+	if r, err := s.Write("a.txt", 0, nil); err != nil || r.Entry.Size != 11 {
+		t.Errorf("Write of nothing: %+v, %v", r, err)
 	}
 	// Through a link inside the share, the target is written.
 	if _, err := s.Write("link", 0, []byte("J")); err != nil || !strings.HasPrefix(readFile(t, host), "Jelp") {

@@ -28,7 +28,6 @@ type Server struct {
 // directory of thousands of entries takes few frames, small enough to stream.
 const readdirBatch = 256 << 10
 
-
 // ServeRequest implements rpc.Handler.
 func (sv *Server) ServeRequest(r *rpc.Request) {
 	switch r.Op {
@@ -265,8 +264,8 @@ func (sv *Server) replyMsg(r *rpc.Request, m interface{ AppendTo([]byte) []byte 
 // uint64; one of 2^63 or more becomes negative here and is refused (EINVAL) as pwrite(2) refuses
 // it, after the read-only check.
 func (sv *Server) write(r *rpc.Request, sh *Share, req *writeReq) {
-	e, err := sh.Write(req.Path, int64(req.Offset), req.data)
-	sv.replyMsg(r, &e, err)
+	resp, err := sh.Write(req.Path, int64(req.Offset), req.data)
+	sv.replyMsg(r, &resp, err)
 }
 
 // fallocate converts the range as write does.

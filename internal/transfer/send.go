@@ -11,8 +11,8 @@ import (
 	"github.com/zeebo/blake3"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/bulk"
+	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 

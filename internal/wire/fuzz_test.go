@@ -101,7 +101,7 @@ func bodyType(h Header) message {
 		return &CreateReq{}
 	case OpWrite:
 		if reply {
-			return &Entry{}
+			return &WriteResp{}
 		}
 	case OpUnlink, OpRmdir:
 		if !reply {
@@ -273,7 +273,7 @@ func readCorpusFile(path string) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// The named seeds are also the frames of protocol version 1, pinned: if an encoding changes,
+// The named seeds are also the frames of the current protocol version (VersionMax), pinned: if an encoding changes,
 // this test fails, and the change must come with a new protocol version (or -update-seeds if
 // the change is deliberate and not yet released).
 func TestFuzzSeedCorpus(t *testing.T) {

@@ -78,6 +78,44 @@ func (m *WriteReq) Decode(b []byte) ([]byte, error) {
 	return d.b, nil
 }
 
+// WriteResp is the reply to WRITE: the file's Entry after the write, and its size, mtime and
+// ctime just before it, as the owner saw them between opening the file and writing. A writer
+// that caches the file compares them with what it last knew: if they differ from that and
+// from its own earlier writes' results, someone else changed the file (NFS's weak cache
+// consistency), and its cached pages must go.
+type WriteResp struct {
+	Entry Entry
+	Pre   FileState
+}
+
+// FileState is what tells two states of a file's contents apart: with the multigrain
+// timestamps of Linux 6.13 and later, a change after anyone looked gets a ctime of its own.
+type FileState struct {
+	Size    uint64
+	MtimeNs int64
+	CtimeNs int64
+}
+
+// State returns the FileState part of an Entry.
+func (m *Entry) State() FileState { return FileState{m.Size, m.MtimeNs, m.CtimeNs} }
+
+func (m *WriteResp) AppendTo(b []byte) []byte {
+	e := encoder{m.Entry.AppendTo(b)}
+	e.u64(m.Pre.Size)
+	e.i64(m.Pre.MtimeNs)
+	e.i64(m.Pre.CtimeNs)
+	return e.b
+}
+
+func (m *WriteResp) Decode(b []byte) error {
+	d := decoder{b: b}
+	m.Entry.decode(&d)
+	m.Pre.Size = d.u64("size before")
+	m.Pre.MtimeNs = d.i64("mtime before")
+	m.Pre.CtimeNs = d.i64("ctime before")
+	return d.done("WRITE reply")
+}
+
 // RenameReq is the body of RENAME.
 type RenameReq struct {
 	Share string

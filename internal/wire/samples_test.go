@@ -135,7 +135,9 @@ var samples = []sample{
 	{"create-exclusive", OpCreate, 0, &CreateReq{Share: "inbox", Path: ".todo.txt.swp", Mode: 0o600, Flags: CreateExclusive}},
 	{"create-truncate", OpCreate, 0, &CreateReq{Share: "inbox", Path: "out.log", Mode: 0o640, Flags: CreateTruncate}},
 	{"create-reply", OpCreate, FlagResponse, &Entry{Mode: ModeRegular | 0o644, MtimeNs: 1_700_000_000_000_000_000, Ino: 12, Nlink: 1, UID: 1000, GID: 1000}},
-	{"write-reply", OpWrite, FlagResponse, &Entry{Mode: ModeRegular | 0o644, Size: 1<<20 + 4096, MtimeNs: 1_700_000_000_000_000_000, Ino: 12, Nlink: 1}},
+	{"write-reply", OpWrite, FlagResponse, &WriteResp{
+		Entry: Entry{Mode: ModeRegular | 0o644, Size: 1<<20 + 4096, MtimeNs: 1_700_000_000_000_000_123, CtimeNs: 1_700_000_000_000_000_123, Ino: 12, Nlink: 1},
+		Pre:   FileState{Size: 4096, MtimeNs: 1_700_000_000_000_000_000, CtimeNs: 1_700_000_000_000_000_000}}},
 	{"unlink", OpUnlink, 0, &PathReq{Share: "inbox", Path: "notes/todo.txt"}},
 	{"rmdir", OpRmdir, 0, &PathReq{Share: "inbox", Path: "notes"}},
 	{"rename", OpRename, 0, &RenameReq{Share: "inbox", From: "notes/.todo.txt.swp", To: "notes/todo.txt"}},

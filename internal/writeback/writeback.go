@@ -65,14 +65,37 @@ func (f *File) Write(p []byte, off int64) {
 		merged = append(merged, e)
 		lo, hi = min(lo, e.off), max(hi, eEnd)
 	}
-	buf := make([]byte, hi-lo)
+	buf := getBlock(int(hi - lo))
 	for _, e := range merged {
 		copy(buf[e.off-lo:], e.data)
 		f.dirty -= int64(len(e.data))
 	}
 	copy(buf[off-lo:], p)
+	for _, e := range merged {
+		putBlock(e.data)
+	}
 	f.extents = append(keep, extent{off: lo, data: buf})
 	f.dirty += hi - lo
+}
+
+// blocks recycles extent memory: a block holds up to MaxPiece bytes, so a sequential writer
+// fills one in place and a flush gives it back, without allocating or zeroing anything.
+var blocks = sync.Pool{New: func() any { b := make([]byte, MaxPiece); return &b }}
+
+// getBlock returns n bytes of extent memory (a pooled block when n fits in one).
+func getBlock(n int) []byte {
+	if n > MaxPiece {
+		return make([]byte, n)
+	}
+	return (*blocks.Get().(*[]byte))[:n]
+}
+
+// putBlock gives b back if it is a pooled block; b must not be used after.
+func putBlock(b []byte) {
+	if cap(b) == MaxPiece {
+		b = b[:MaxPiece]
+		blocks.Put(&b)
+	}
 }
 
 func (f *File) overlapsOther(skip int, off, end int64) bool {
@@ -91,6 +114,19 @@ func (f *File) Dirty() int64 {
 	return f.dirty
 }
 
+// Full returns the bytes waiting in full extents, which FlushFull would send.
+func (f *File) Full() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n int64
+	for _, e := range f.extents {
+		if len(e.data) >= MaxPiece {
+			n += int64(len(e.data))
+		}
+	}
+	return n
+}
+
 // Truncate drops dirty data at or beyond size (the file was truncated).
 func (f *File) Truncate(size int64) {
 	f.mu.Lock()
@@ -100,6 +136,7 @@ func (f *File) Truncate(size int64) {
 		switch {
 		case e.off >= size:
 			f.dirty -= int64(len(e.data))
+			putBlock(e.data)
 		case e.off+int64(len(e.data)) > size:
 			cut := e.off + int64(len(e.data)) - size
 			f.dirty -= cut
@@ -134,13 +171,38 @@ func (f *File) Flush(ctx context.Context, send SendFunc) error {
 // FlushWith is Flush with pieces of at most pieceSize bytes (at most MaxPiece), inFlight at
 // once.
 func (f *File) FlushWith(ctx context.Context, pieceSize, inFlight int, send SendFunc) error {
+	return f.flush(ctx, pieceSize, inFlight, false, send)
+}
+
+// FlushFull is FlushWith for the extents that are full (MaxPiece bytes or more): a flush in
+// the background sends those while a sequential writer keeps filling the last one, so
+// pieces stay whole and aligned.
+func (f *File) FlushFull(ctx context.Context, pieceSize, inFlight int, send SendFunc) error {
+	return f.flush(ctx, pieceSize, inFlight, true, send)
+}
+
+func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool, send SendFunc) error {
 	pieceSize = min(max(pieceSize, 4<<10), MaxPiece)
 	inFlight = max(inFlight, 1)
 	f.flushMu.Lock()
 	defer f.flushMu.Unlock()
 	f.mu.Lock()
-	exts := f.extents
-	f.extents, f.dirty = nil, 0
+	var exts []extent
+	if fullOnly {
+		keep := f.extents[:0:0]
+		for _, e := range f.extents {
+			if len(e.data) >= MaxPiece {
+				exts = append(exts, e)
+				f.dirty -= int64(len(e.data))
+			} else {
+				keep = append(keep, e)
+			}
+		}
+		f.extents = keep
+	} else {
+		exts = f.extents
+		f.extents, f.dirty = nil, 0
+	}
 	pending := f.err
 	f.err = nil
 	f.mu.Unlock()
@@ -191,7 +253,13 @@ func (f *File) FlushWith(ctx context.Context, pieceSize, inFlight int, send Send
 		}
 		for _, e := range newer {
 			f.Write(e.data, e.off)
+			putBlock(e.data)
 		}
+	}
+	for _, e := range exts {
+		putBlock(e.data)
+	}
+	if firstErr != nil {
 		return firstErr
 	}
 	return pending
