@@ -62,7 +62,7 @@ may run beside the daemon of the same home. It is not remembered.`,
 	f.IntVar(&opts.Wait, "wait", 0, "seconds an operation waits for a lost link before failing with EIO (default 30)")
 	f.BoolVarP(&opts.Foreground, "foreground", "f", false, "serve the mount from this process, without a daemon, until interrupted")
 	f.Int64Var(&opts.Readahead, "readahead", 0, "bytes a sequential reader's stream runs ahead of it (default 16 MiB)")
-	f.Int64Var(&opts.KernelReadahead, "kernel-readahead", 0, "the kernel's readahead window on the mount, in bytes; needs root (default 4 MiB)")
+	f.Int64Var(&opts.KernelReadahead, "kernel-readahead", 0, "the kernel's readahead window on the mount, in bytes; needs root (default 1 MiB)")
 	f.IntVar(&opts.ReadsInFlight, "reads-in-flight", 0, "READ requests in flight for random reads (default 32)")
 	f.IntVar(&opts.WritesInFlight, "writes-in-flight", 0, "WRITE requests in flight when written data is sent (default 16)")
 	f.IntVar(&opts.Piece, "piece", 0, "bytes per READ and WRITE request, at most 1 MiB; READs round it up to a multiple of 256 KiB (default 1 MiB)")

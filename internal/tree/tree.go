@@ -20,13 +20,22 @@ type Replica struct {
 	// TTL bounds how long a listing is trusted when no change events arrive (0: forever,
 	// the normal case while the owner pushes events).
 	TTL time.Duration
+	// InlineBudget bounds the inline file contents kept in memory (0: DefaultInlineBudget).
+	// Past it, the contents of the directories listed longest ago are dropped: their files
+	// are then read like any other, with a round trip.
+	InlineBudget int64
 
-	mu   sync.Mutex
-	root wire.Entry
-	dirs map[string]*dir
+	mu     sync.Mutex
+	root   wire.Entry
+	dirs   map[string]*dir
+	inline int64 // bytes of inline contents held, over all dirs
 }
 
+// DefaultInlineBudget is the inline contents one mount keeps in memory at most.
+const DefaultInlineBudget = 64 << 20
+
 type dir struct {
+	inline int64 // bytes of inline contents among entries
 	entries map[string]wire.Entry
 	// unknown names changed on the owner: their entries must be asked for again. A change
 	// event can overtake or trail this mount's own operations on the same name, so the
@@ -37,6 +46,72 @@ type dir struct {
 
 // New returns an empty replica.
 func New() *Replica { return &Replica{dirs: map[string]*dir{}} }
+
+// setEntry records e under name in d, keeping the inline accounting. r.mu must be held.
+func (r *Replica) setEntry(d *dir, name string, e wire.Entry) {
+	r.delEntry(d, name)
+	d.entries[name] = e
+	d.inline += int64(len(e.Data))
+	r.inline += int64(len(e.Data))
+}
+
+// delEntry removes name from d. r.mu must be held.
+func (r *Replica) delEntry(d *dir, name string) {
+	if old, ok := d.entries[name]; ok {
+		d.inline -= int64(len(old.Data))
+		r.inline -= int64(len(old.Data))
+		delete(d.entries, name)
+	}
+}
+
+// setDir records d as the listing of dirPath. r.mu must be held.
+func (r *Replica) setDir(dirPath string, d *dir) {
+	r.delDir(dirPath)
+	r.dirs[dirPath] = d
+	r.inline += d.inline
+}
+
+// delDir drops the listing of dirPath. r.mu must be held.
+func (r *Replica) delDir(dirPath string) {
+	if d := r.dirs[dirPath]; d != nil {
+		r.inline -= d.inline
+		delete(r.dirs, dirPath)
+	}
+}
+
+// trim drops inline contents, from the directories listed longest ago, until what is kept
+// fits the budget. r.mu must be held.
+func (r *Replica) trim() {
+	budget := r.InlineBudget
+	if budget <= 0 {
+		budget = DefaultInlineBudget
+	}
+	if r.inline <= budget {
+		return
+	}
+	type aged struct {
+		d      *dir
+		listed time.Time
+	}
+	var ds []aged
+	for _, d := range r.dirs {
+		if d.inline > 0 {
+			ds = append(ds, aged{d, d.listed})
+		}
+	}
+	slices.SortFunc(ds, func(a, b aged) int { return a.listed.Compare(b.listed) })
+	for _, a := range ds {
+		if r.inline <= budget/2 { // some slack, so the next listing does not trim again
+			return
+		}
+		for name, e := range a.d.entries {
+			if len(e.Data) > 0 {
+				e.Data, e.HasData = nil, false
+				r.setEntry(a.d, name, e)
+			}
+		}
+	}
+}
 
 func (r *Replica) fresh(d *dir) bool {
 	return d != nil && (r.TTL == 0 || time.Since(d.listed) < r.TTL)
@@ -101,7 +176,7 @@ func (r *Replica) forgetEntry(p string) {
 	}
 	dirPath, name := Split(p)
 	if d := r.dirs[dirPath]; d != nil {
-		delete(d.entries, name)
+		r.delEntry(d, name)
 		if d.unknown == nil {
 			d.unknown = map[string]bool{}
 		}
@@ -139,13 +214,15 @@ func (r *Replica) Entries(dirPath string) ([]wire.Entry, bool) {
 
 // SetDir records a directory listing.
 func (r *Replica) SetDir(dirPath string, entries []wire.Entry) {
-	m := make(map[string]wire.Entry, len(entries))
+	d := &dir{entries: make(map[string]wire.Entry, len(entries)), listed: time.Now()}
 	for _, e := range entries {
-		m[e.Name] = e
+		d.entries[e.Name] = e
+		d.inline += int64(len(e.Data))
 	}
 	r.mu.Lock()
-	r.dirs[dirPath] = &dir{entries: m, listed: time.Now()}
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.setDir(dirPath, d)
+	r.trim()
 }
 
 // Put records the attributes of one path (in its parent's listing, if listed). Inline data
@@ -161,8 +238,9 @@ func (r *Replica) Put(p string, e wire.Entry) {
 	dirPath, name := Split(p)
 	e.Name = name
 	if d := r.dirs[dirPath]; d != nil {
-		d.entries[name] = e
+		r.setEntry(d, name, e)
 		delete(d.unknown, name)
+		r.trim()
 	}
 }
 
@@ -172,7 +250,7 @@ func (r *Replica) Remove(p string) {
 	defer r.mu.Unlock()
 	dirPath, name := Split(p)
 	if d := r.dirs[dirPath]; d != nil {
-		delete(d.entries, name)
+		r.delEntry(d, name)
 		delete(d.unknown, name)
 	}
 	r.dropBelow(p)
@@ -185,25 +263,26 @@ func (r *Replica) Forget(p string) {
 	defer r.mu.Unlock()
 	if p == "" {
 		r.dirs = map[string]*dir{}
+		r.inline = 0
 		return
 	}
 	r.dropBelow(p)
 	dirPath, name := Split(p)
 	if d := r.dirs[dirPath]; d != nil {
-		delete(d.entries, name)
+		r.delEntry(d, name)
 		d.listed = time.Time{} // the parent must be listed again to learn the entry
 		if r.TTL == 0 {
-			delete(r.dirs, dirPath)
+			r.delDir(dirPath)
 		}
 	}
 }
 
 func (r *Replica) dropBelow(p string) {
-	delete(r.dirs, p)
+	r.delDir(p)
 	prefix := p + "/"
 	for k := range r.dirs {
 		if strings.HasPrefix(k, prefix) {
-			delete(r.dirs, k)
+			r.delDir(k)
 		}
 	}
 }
@@ -219,17 +298,17 @@ func (r *Replica) Rename(from, to string) {
 	var ok bool
 	if d := r.dirs[fd]; d != nil {
 		e, ok = d.entries[fn]
-		delete(d.entries, fn)
+		r.delEntry(d, fn)
 	}
 	r.dropBelow(to)
 	if d := r.dirs[td]; d != nil {
 		if ok {
 			e.Name = tn
-			d.entries[tn] = e
+			r.setEntry(d, tn, e)
 		} else {
-			delete(d.entries, tn)
+			r.delEntry(d, tn)
 			d.listed = time.Time{}
-			delete(r.dirs, td)
+			r.delDir(td)
 		}
 	}
 	prefix := from + "/"
@@ -237,11 +316,11 @@ func (r *Replica) Rename(from, to string) {
 	for k, d := range r.dirs {
 		if k == from || strings.HasPrefix(k, prefix) {
 			moved[to+k[len(from):]] = d
-			delete(r.dirs, k)
+			r.delDir(k)
 		}
 	}
 	for k, d := range moved {
-		r.dirs[k] = d
+		r.setDir(k, d)
 	}
 }
 
@@ -253,7 +332,7 @@ func (r *Replica) Exchange(a, b string) {
 	for _, p := range []string{a, b} {
 		r.dropBelow(p)
 		dirPath, _ := Split(p)
-		delete(r.dirs, dirPath)
+		r.delDir(dirPath)
 	}
 }
 

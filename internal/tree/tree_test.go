@@ -1,7 +1,9 @@
 package tree
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -67,5 +69,52 @@ func TestReplicaRename(t *testing.T) {
 	r.Remove("g")
 	if _, found, listed := r.Lookup("", "g"); found || !listed {
 		t.Fatal("removed name still present")
+	}
+}
+
+// TestInlineBudget: past the budget, the inline contents of the directories listed longest
+// ago are dropped (their entries stay), and the accounting follows every change.
+func TestInlineBudget(t *testing.T) {
+	r := New()
+	r.InlineBudget = 10 << 10
+	listing := func(n int) []wire.Entry {
+		var es []wire.Entry
+		for i := range n {
+			es = append(es, wire.Entry{Name: fmt.Sprintf("f%d", i), Mode: wire.ModeRegular | 0o644, Size: 1024,
+				HasData: true, Data: make([]byte, 1024)})
+		}
+		return es
+	}
+	r.SetDir("old", listing(4))
+	time.Sleep(time.Millisecond)
+	r.SetDir("mid", listing(4))
+	time.Sleep(time.Millisecond)
+	r.SetDir("new", listing(4)) // 12 KiB in all: over the budget
+	if e, ok := r.Stat("old/f0"); !ok || e.HasData || e.Size != 1024 {
+		t.Errorf("the oldest listing keeps %+v (ok %v); want its entry without contents", e.HasData, ok)
+	}
+	if e, ok := r.Stat("new/f0"); !ok || !e.HasData || len(e.Data) != 1024 {
+		t.Error("the newest listing lost its contents")
+	}
+	if r.inline > r.InlineBudget {
+		t.Errorf("%d bytes of contents kept, budget %d", r.inline, r.InlineBudget)
+	}
+	r.Put("new/f0", wire.Entry{Mode: wire.ModeRegular | 0o644, Size: 5})
+	r.Remove("new/f1")
+	r.Rename("new/f2", "mid/g")
+	r.Forget("mid")
+	r.InvalidateEntry("new/f3")
+	var sum int64
+	for _, d := range r.dirs {
+		for _, e := range d.entries {
+			sum += int64(len(e.Data))
+		}
+	}
+	if sum != r.inline {
+		t.Errorf("accounting says %d bytes, the entries hold %d", r.inline, sum)
+	}
+	r.Forget("")
+	if r.inline != 0 {
+		t.Errorf("%d bytes counted after forgetting everything", r.inline)
 	}
 }
