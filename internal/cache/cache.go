@@ -302,6 +302,14 @@ func (s *Store) create(h keyHash, k Key, v Version) (*entry, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	f, err := os.OpenFile(e.dataPath(), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		// Someone emptied the cache directory under the running daemon (to free space,
+		// say): make it again rather than fail every open until a restart.
+		if err = os.MkdirAll(s.dir, 0o700); err == nil {
+			s.log.Info("cache: the cache directory was removed; made it again", "dir", s.dir)
+			f, err = os.OpenFile(e.dataPath(), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}

@@ -142,6 +142,17 @@ func (s *Store) save(e *entry) error {
 	tmp := e.tempPath()
 	if err := writeFile(tmp, encodeRecord(e, words, lastUse)); err != nil {
 		os.Remove(tmp)
+		if errors.Is(err, os.ErrNotExist) {
+			// The cache directory was removed under the daemon: this entry's data file is
+			// gone from the disk, so no record can describe it. Open Files keep reading it;
+			// the next Get starts afresh.
+			s.mu.Lock()
+			if s.mu.entries[e.hash] == e {
+				s.dropLocked(e)
+			}
+			s.mu.Unlock()
+			return nil
+		}
 		return fail(err)
 	}
 	e.saveMu.Lock()

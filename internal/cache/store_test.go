@@ -479,8 +479,10 @@ func TestSaveFailure(t *testing.T) {
 	s.flushMu.Lock() // keep the background loop out while the directory is away
 	f := get(t, s, testKey, Version{Size: cs})
 	writeChunks(t, f, 0)
-	data := filepath.Join(dir, "data")
-	if err := os.Rename(data, data+".away"); err != nil {
+	// A directory where the record's temp file goes makes the save fail (as a full disk
+	// would; permissions would not stop root).
+	block := filepath.Join(dir, "data", hashKey(testKey).String()+".tmp")
+	if err := os.Mkdir(block, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	f.Release()
@@ -497,9 +499,7 @@ func TestSaveFailure(t *testing.T) {
 	if !open || !dirty {
 		t.Fatalf("after a failed save: file open %v, dirty %v", open, dirty)
 	}
-	if err := os.Rename(data+".away", data); err != nil {
-		t.Fatal(err)
-	}
+	os.Remove(block) // the failed save may have removed it already
 	if err := s.flush(flushDue); err != nil {
 		t.Fatal(err)
 	}
@@ -511,4 +511,40 @@ func TestSaveFailure(t *testing.T) {
 	g := get(t, s, testKey, Version{Size: cs})
 	defer g.Release()
 	checkRead(t, g, 0, cs)
+}
+
+// TestStoreSurvivesRemovedDir: a cache directory emptied or removed under a running store
+// (to free space) is made again at the next new entry; files already open keep working.
+func TestStoreSurvivesRemovedDir(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	open := get(t, s, testKey, Version{Size: ChunkSize})
+	defer open.Release()
+	if _, err := open.WriteAt(make([]byte, ChunkSize), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	other := Key{Peer: testKey.Peer, Share: testKey.Share, Path: "other"}
+	f, err := s.Get(other, Version{Size: 3 * ChunkSize})
+	if err != nil {
+		t.Fatalf("a new entry after the directory was removed: %v", err)
+	}
+	defer f.Release()
+	if _, err := f.WriteAt(make([]byte, ChunkSize), 0); err != nil || !f.Present(0, ChunkSize) {
+		t.Fatalf("writing the new entry: %v", err)
+	}
+	buf := make([]byte, ChunkSize)
+	if _, err := open.ReadAt(buf, 0); err != nil {
+		t.Fatalf("an entry open before the removal: %v", err)
+	}
+	// Saving gives up on the entry whose files are gone, instead of failing forever.
+	if err := s.flush(flushAll); err != nil {
+		t.Errorf("saving after the removal: %v", err)
+	}
 }
