@@ -14,7 +14,7 @@ import (
 // slowOwner serves Read from data; the first Read waits for release, so that other reads
 // meet it in flight.
 type slowOwner struct {
-	Owner // only Read is used
+	Owner   // only Read is used
 	data    []byte
 	calls   atomic.Int32
 	first   chan struct{} // closed when the first Read started

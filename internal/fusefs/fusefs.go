@@ -43,7 +43,7 @@ type Owner interface {
 	Stream(ctx context.Context, path string, off, length int64) (wire.Entry, ChunkStream, error)
 	// Write writes data at off and returns the file after the write and its state just
 	// before, so the mount can tell its own changes from someone else's.
-	Write(ctx context.Context, path string, off int64, data []byte) (wire.WriteResp, error)
+	Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error)
 	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
 	Mkdir(ctx context.Context, path string, mode uint32) error
 	Symlink(ctx context.Context, path, target string) error
@@ -51,7 +51,8 @@ type Owner interface {
 	Unlink(ctx context.Context, path string) error
 	Rmdir(ctx context.Context, path string) error
 	Rename(ctx context.Context, from, to string, flags uint32) error
-	SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Entry, error)
+	// SetAttr changes attributes and returns the file after the change and its state before.
+	SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.ChangeResp, error)
 	Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error)
 	Fsync(ctx context.Context, path string, dataOnly bool) error
 	Statfs(ctx context.Context) (wire.Statfs, error)

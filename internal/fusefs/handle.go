@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -57,10 +58,14 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		n.wb.Truncate(0)
+		before, known := n.root.replica.Stat(n.path())
 		n.root.stats.roundTrips.Add(1)
-		if e, err = n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize}); err != nil {
+		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize})
+		if err != nil {
 			return nil, 0, toErrno(err)
 		}
+		e = resp.Entry
+		n.changedHere(known, &before, resp.Pre, &e, false)
 		n.root.replica.Put(n.path(), e)
 		n.mu.Lock()
 		n.localSize = 0
@@ -360,11 +365,23 @@ func (n *Node) flush(ctx context.Context) syscall.Errno { return n.flushWith(ctx
 func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 	p := n.path()
 	before, known := n.root.replica.Stat(p)
+	// A file that was empty when the flush began (created or truncated here) and that the
+	// flush writes whole, small enough to come inline in a listing, stays in the replica with
+	// its contents: reading it back (git checks out the objects it just wrote, a linker reads
+	// the objects a compiler wrote) costs no round trip.
+	inlineMax := int64(n.root.opts.Inline)
+	keep := known && before.IsRegular() && before.Size == 0 && inlineMax > 0
+	type written struct {
+		off  int64
+		data []byte
+	}
 	var (
-		mu    sync.Mutex
-		last  wire.Entry
-		pres  []wire.FileState // the file's state before each WRITE
-		posts []wire.Entry     // and after
+		mu      sync.Mutex
+		last    wire.Entry
+		pres    []wire.FileState // the file's state before each WRITE
+		posts   []wire.Entry     // and after
+		kept    []written
+		covered int64
 	)
 	flush := n.wb.FlushWith
 	if fullOnly {
@@ -384,14 +401,28 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 			}
 			pres = append(pres, resp.Pre)
 			posts = append(posts, *e)
+			if keep && off+int64(len(data)) <= inlineMax {
+				kept = append(kept, written{off, bytes.Clone(data)})
+				covered += int64(len(data))
+			} else {
+				keep = false
+			}
 			mu.Unlock()
 		}
 		return err
 	})
 	if last.Mode != 0 {
-		n.root.replica.Put(p, last)
 		n.root.forgetContent(p)
-		n.flushed(known, &before, pres, posts, &last)
+		foreign := n.flushed(known, &before, pres, posts, &last)
+		// The pieces never overlap, so bytes written that add up to the size cover it all.
+		if keep && err == nil && !foreign && covered == int64(last.Size) && last.Size > 0 {
+			last.Data = make([]byte, last.Size)
+			for _, w := range kept {
+				copy(last.Data[w.off:], w.data)
+			}
+			last.HasData = true
+		}
+		n.root.replica.Put(p, last)
 	}
 	return toErrno(err)
 }

@@ -224,8 +224,14 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if req.Valid == 0 {
 		e, err = n.entry(ctx)
 	} else {
+		before, known := n.root.replica.Stat(p)
 		n.root.stats.roundTrips.Add(1)
-		e, err = n.root.owner.SetAttr(ctx, req)
+		var resp wire.ChangeResp
+		resp, err = n.root.owner.SetAttr(ctx, req)
+		e = resp.Entry
+		if err == nil {
+			n.changedHere(known, &before, resp.Pre, &e, req.Valid&wire.SetSize == 0)
+		}
 	}
 	if err != nil {
 		return toErrno(err)

@@ -87,13 +87,13 @@ func (n *Node) changedElsewhere() {
 // replica knew it when the flush began (if known), pres and posts the file's state before
 // and after each WRITE, last the latest. Each WRITE must have found the file as it was known
 // before or as one of this flush's WRITEs left it; otherwise, or when the file was changed
-// elsewhere lately, the pages go.
-func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, posts []wire.Entry, last *wire.Entry) {
+// elsewhere lately, the pages go, and foreign is true.
+func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, posts []wire.Entry, last *wire.Entry) (foreign bool) {
 	ours := map[wire.FileState]bool{before.State(): known}
 	for i := range posts {
 		ours[posts[i].State()] = true
 	}
-	foreign := !known
+	foreign = !known
 	for _, pre := range pres {
 		if !ours[pre] {
 			foreign = true
@@ -118,6 +118,30 @@ func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, po
 	if foreign {
 		n.dropKernelPages()
 	}
+	return foreign
+}
+
+// changedHere updates what the kernel's pages hold after a SETATTR this mount made: before
+// is the file as the replica knew it (if known), pre the owner's view just before the change,
+// after the result. A change that found the file as known leaves the pages true (the kernel
+// applied a truncate to its own pages; a chmod or utime, sameContents, leaves the contents
+// alone, and then after inherits before's inline contents); otherwise the pages go.
+func (n *Node) changedHere(known bool, before *wire.Entry, pre wire.FileState, after *wire.Entry, sameContents bool) {
+	if !known || pre != before.State() {
+		n.dropKernelPages()
+		return
+	}
+	if sameContents && before.HasData && !after.HasData && after.Size == before.Size && after.Ino == before.Ino {
+		after.Data, after.HasData = before.Data, true
+	}
+	n.mu.Lock()
+	ps := &n.pages
+	if ps.known && ps.ver == version(before) {
+		ps.ver = version(after)
+		ps.own[ps.ownN%ownVersions] = ps.ver
+		ps.ownN++
+	}
+	n.mu.Unlock()
 }
 
 // dropKernelPages makes the kernel forget the file's cached pages: now for open files (from

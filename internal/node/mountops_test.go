@@ -115,10 +115,11 @@ func TestMountOpsOverLink(t *testing.T) {
 
 	// SETATTR: size, mode and mtime together; the reply is the Entry after the change.
 	mtime := time.Date(2020, 2, 2, 2, 2, 2, 2, time.UTC)
-	e, err = p.SetAttr(ctx, wire.SetAttrReq{Share: "m", Path: "new.bin", Valid: wire.SetSize | wire.SetMode | wire.SetMtime,
+	ch, err := p.SetAttr(ctx, wire.SetAttrReq{Share: "m", Path: "new.bin", Valid: wire.SetSize | wire.SetMode | wire.SetMtime,
 		Size: 10, Mode: 0o600, MtimeNs: mtime.UnixNano()})
-	if err != nil || e.Size != 10 || e.Mode&wire.ModePermMask != 0o600 || e.MtimeNs != mtime.UnixNano() {
-		t.Fatalf("SETATTR: %+v, %v", e, err)
+	e = ch.Entry
+	if err != nil || e.Size != 10 || e.Mode&wire.ModePermMask != 0o600 || e.MtimeNs != mtime.UnixNano() || ch.Pre.Size != wire.MaxChunk+4 {
+		t.Fatalf("SETATTR: %+v, %v", ch, err)
 	}
 	if fi, err := os.Lstat(host("new.bin")); err != nil || fi.Size() != 10 || fi.Mode().Perm() != 0o600 || !fi.ModTime().Equal(mtime) {
 		t.Errorf("after SETATTR the owner has %v, %v", fi, err)

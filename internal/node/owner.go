@@ -62,10 +62,10 @@ func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byt
 	return rp.Read(ctx, o.share, path, uint64(off), dst)
 }
 
-func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.WriteResp, error) {
+func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error) {
 	rp, ctx, err := o.rp(ctx)
 	if err != nil {
-		return wire.WriteResp{}, err
+		return wire.ChangeResp{}, err
 	}
 	return rp.Write(ctx, o.share, path, uint64(off), data)
 }
@@ -126,10 +126,10 @@ func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) 
 	return rp.Rename(ctx, o.share, from, to, flags)
 }
 
-func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Entry, error) {
+func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.ChangeResp, error) {
 	rp, ctx, err := o.rp(ctx)
 	if err != nil {
-		return wire.Entry{}, err
+		return wire.ChangeResp{}, err
 	}
 	req.Share = o.share
 	return rp.SetAttr(ctx, req)

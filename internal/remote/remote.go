@@ -72,9 +72,18 @@ func (p Peer) Symlink(ctx context.Context, share, path, target string) error {
 }
 
 // SetAttr applies the attributes req.Valid selects (mode, times, size) and returns the path's
-// attributes after the change.
-func (p Peer) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Entry, error) {
-	return p.callEntry(ctx, wire.OpSetAttr, req.AppendTo(nil))
+// attributes after the change and its state before.
+func (p Peer) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.ChangeResp, error) {
+	buf, err := p.S.Call(ctx, wire.OpSetAttr, req.AppendTo(nil))
+	if err != nil {
+		return wire.ChangeResp{}, err
+	}
+	defer buf.Release()
+	var resp wire.ChangeResp
+	if err := resp.Decode(buf.Payload()); err != nil {
+		return wire.ChangeResp{}, fmt.Errorf("SETATTR reply: %w", err)
+	}
+	return resp, nil
 }
 
 // Statfs returns the capacity and free space of the filesystem that holds share.
@@ -144,9 +153,9 @@ func (p Peer) Create(ctx context.Context, share, path string, mode, flags uint32
 
 // Write writes data, at most wire.MaxChunk bytes, at offset off of the existing regular file
 // path and returns the file's attributes after the write. data is copied before Write returns.
-func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []byte) (wire.WriteResp, error) {
+func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []byte) (wire.ChangeResp, error) {
 	if len(data) > wire.MaxChunk {
-		return wire.WriteResp{}, fmt.Errorf("WRITE of %d bytes: at most %d go in one request", len(data), wire.MaxChunk)
+		return wire.ChangeResp{}, fmt.Errorf("WRITE of %d bytes: at most %d go in one request", len(data), wire.MaxChunk)
 	}
 	req := wire.WriteReq{Share: share, Path: path, Offset: off}
 	// Head and data in one pooled frame buffer, sent as it is: a 1 MiB write allocates
@@ -157,12 +166,12 @@ func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []
 	copy(body.Payload()[headLen:], data)
 	buf, err := p.S.CallBuffer(ctx, wire.OpWrite, body)
 	if err != nil {
-		return wire.WriteResp{}, err
+		return wire.ChangeResp{}, err
 	}
 	defer buf.Release()
-	var resp wire.WriteResp
+	var resp wire.ChangeResp
 	if err := resp.Decode(buf.Payload()); err != nil {
-		return wire.WriteResp{}, fmt.Errorf("WRITE reply: %w", err)
+		return wire.ChangeResp{}, fmt.Errorf("WRITE reply: %w", err)
 	}
 	return resp, nil
 }

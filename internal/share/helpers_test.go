@@ -200,3 +200,9 @@ func setAttr(s *Share, path string, valid, mode uint32, mtime time.Time) error {
 	_, err := s.SetAttr(wire.SetAttrReq{Path: path, Valid: valid, Mode: mode, MtimeNs: mtime.UnixNano()})
 	return err
 }
+
+// setAttrEntry is Share.SetAttr's Entry after the change.
+func setAttrEntry(s *Share, req wire.SetAttrReq) (wire.Entry, error) {
+	resp, err := s.SetAttr(req)
+	return resp.Entry, err
+}

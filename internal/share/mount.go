@@ -122,36 +122,36 @@ func (s *Share) Create(path string, mode uint32, flags uint32) (wire.Entry, erro
 }
 
 // Write writes data at offset off of the existing regular file path and returns the file's
-// Entry after the write and its state just before (wire.WriteResp). The file is opened through os.Root for this one write (a final symlink
+// Entry after the write and its state just before (wire.ChangeResp). The file is opened through os.Root for this one write (a final symlink
 // is followed only inside the share) and closed before the reply, so a rename or unlink of path
 // never meets a descriptor kept behind it. A directory is EISDIR, another non-regular file
 // EINVAL; an offset past what the owner can address is EFBIG.
-func (s *Share) Write(path string, off int64, data []byte) (wire.WriteResp, error) {
+func (s *Share) Write(path string, off int64, data []byte) (wire.ChangeResp, error) {
 	const op = "write"
 	if err := s.checkWrite(op, path); err != nil {
-		return wire.WriteResp{}, err
+		return wire.ChangeResp{}, err
 	}
 	if err := checkRange(op, path, off, int64(len(data))); err != nil {
-		return wire.WriteResp{}, err
+		return wire.ChangeResp{}, err
 	}
 	f, err := s.openRegular(op, path, rootName(path), os.O_WRONLY)
 	if err != nil {
-		return wire.WriteResp{}, err
+		return wire.ChangeResp{}, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return wire.WriteResp{}, fail(op, path, err)
+		return wire.ChangeResp{}, fail(op, path, err)
 	}
 	// One WRITE at a time per file, so that each reply's states before and after bracket
 	// this write alone: a change made elsewhere between two of them shows (fusefs/pages.go).
 	// The kernel serialises writes to one file anyway.
-	mu := &writeLocks[entryFromInfo(fi).Ino%uint64(len(writeLocks))]
+	mu := lockFor(entryFromInfo(fi).Ino)
 	mu.Lock()
 	defer mu.Unlock()
 	if fi, err = f.Stat(); err != nil {
 		f.Close()
-		return wire.WriteResp{}, fail(op, path, err)
+		return wire.ChangeResp{}, fail(op, path, err)
 	}
 	pre := entryFromInfo(fi)
 	if len(data) > 0 {
@@ -162,16 +162,18 @@ func (s *Share) Write(path string, off int64, data []byte) (wire.WriteResp, erro
 		w.Close()
 		if err != nil {
 			f.Close()
-			return wire.WriteResp{}, fail(op, path, err)
+			return wire.ChangeResp{}, fail(op, path, err)
 		}
 	}
 	e, err := s.closeWithEntry(op, path, f)
-	return wire.WriteResp{Entry: e, Pre: pre.State()}, err
+	return wire.ChangeResp{Entry: e, Pre: pre.State()}, err
 }
 
-// writeLocks serialise WRITEs to one file (by inode number; files that share a stripe wait
-// for each other too, which costs little).
+// writeLocks serialise WRITEs and SETATTRs of one file (by inode number; files that share a
+// stripe wait for each other too, which costs little).
 var writeLocks [256]sync.Mutex
+
+func lockFor(ino uint64) *sync.Mutex { return &writeLocks[ino%uint64(len(writeLocks))] }
 
 // checkRange refuses a negative offset (EINVAL) and a range whose end an int64 cannot hold
 // (EFBIG, as write(2) past the largest file).

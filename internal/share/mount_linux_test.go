@@ -342,16 +342,20 @@ func TestSetAttrSizeAndTimes(t *testing.T) {
 	}
 
 	// Shrink, then grow: the reply is the Entry after the change.
-	e, err := s.SetAttr(wire.SetAttrReq{Path: "a.txt", Valid: wire.SetSize, Size: 2})
+	resp, err := s.SetAttr(wire.SetAttrReq{Path: "a.txt", Valid: wire.SetSize, Size: 2})
+	e := resp.Entry
+	if resp.Pre.Size == 2 || resp.Pre.CtimeNs == e.CtimeNs {
+		t.Errorf("SetAttr's state before the truncate is %+v; after, size %d ctime %d", resp.Pre, e.Size, e.CtimeNs)
+	}
 	if err != nil || e.Size != 2 || readFile(t, host("a.txt")) != "he" {
 		t.Fatalf("truncate to 2: %+v, %v", e, err)
 	}
 	sameEntry(t, "SetAttr size", e, host("a.txt"))
-	if e, err := s.SetAttr(wire.SetAttrReq{Path: "a.txt", Valid: wire.SetSize, Size: 6}); err != nil || e.Size != 6 || readFile(t, host("a.txt")) != "he\x00\x00\x00\x00" {
-		t.Fatalf("extend to 6: %+v, %v", e, err)
+	if r, err := s.SetAttr(wire.SetAttrReq{Path: "a.txt", Valid: wire.SetSize, Size: 6}); err != nil || r.Entry.Size != 6 || readFile(t, host("a.txt")) != "he\x00\x00\x00\x00" {
+		t.Fatalf("extend to 6: %+v, %v", r, err)
 	}
 	// Size, mode and both times in one request: the times set win over the truncate's.
-	e, err = s.SetAttr(wire.SetAttrReq{Path: "a.txt", Valid: wire.SetSize | wire.SetMode | wire.SetAtime | wire.SetMtime,
+	e, err = setAttrEntry(s, wire.SetAttrReq{Path: "a.txt", Valid: wire.SetSize | wire.SetMode | wire.SetAtime | wire.SetMtime,
 		Size: 1, Mode: 0o4711, AtimeNs: atime.UnixNano(), MtimeNs: mtime.UnixNano()})
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +375,7 @@ func TestSetAttrSizeAndTimes(t *testing.T) {
 	}
 	// On a symlink the link's own times change, never its target's.
 	before := lstatHost(t, host("a.txt"))
-	e, err = s.SetAttr(wire.SetAttrReq{Path: "link", Valid: wire.SetAtime | wire.SetMtime, AtimeNs: -1e9, MtimeNs: mtime.UnixNano()})
+	e, err = setAttrEntry(s, wire.SetAttrReq{Path: "link", Valid: wire.SetAtime | wire.SetMtime, AtimeNs: -1e9, MtimeNs: mtime.UnixNano()})
 	if err != nil || !e.IsSymlink() || e.Target != "a.txt" {
 		t.Fatalf("SetAttr on a link: %+v, %v", e, err)
 	}

@@ -104,8 +104,8 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 	case wire.OpSetAttr:
 		var req wire.SetAttrReq
 		if sh := sv.decode(r, &req); sh != nil {
-			e, err := sh.SetAttr(req)
-			sv.replyMsg(r, &e, err)
+			resp, err := sh.SetAttr(req)
+			sv.replyMsg(r, &resp, err)
 		}
 	case wire.OpCreate:
 		var req wire.CreateReq

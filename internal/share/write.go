@@ -215,20 +215,37 @@ func (s *Share) Symlink(path, target string) error {
 // the link where the system allows, else skipped, and a size is refused (EINVAL). A size on a
 // directory is EISDIR, on another non-regular file EINVAL, and past what the owner can address
 // EFBIG.
-func (s *Share) SetAttr(req wire.SetAttrReq) (wire.Entry, error) {
+func (s *Share) SetAttr(req wire.SetAttrReq) (wire.ChangeResp, error) {
 	const op = "setattr"
-	path, valid := req.Path, req.Valid
+	path := req.Path
 	if err := s.checkWrite(op, path); err != nil {
-		return wire.Entry{}, err
+		return wire.ChangeResp{}, err
 	}
-	if valid&^(wire.SetMode|wire.SetMtime|wire.SetAtime|wire.SetSize) != 0 {
-		return wire.Entry{}, fail(op, path, errnoErr(fmt.Sprintf("unknown attribute bits %#x", valid), syscall.EINVAL))
+	if req.Valid&^(wire.SetMode|wire.SetMtime|wire.SetAtime|wire.SetSize) != 0 {
+		return wire.ChangeResp{}, fail(op, path, errnoErr(fmt.Sprintf("unknown attribute bits %#x", req.Valid), syscall.EINVAL))
 	}
-	name := rootName(path)
-	fi, err := s.root.Lstat(name)
+	fi, err := s.root.Lstat(rootName(path))
 	if err != nil {
-		return wire.Entry{}, fail(op, path, err)
+		return wire.ChangeResp{}, fail(op, path, err)
 	}
+	// Like a WRITE, one change of a regular file at a time, bracketed by its state before
+	// (Lstat above, again under the lock) and after.
+	if fi.Mode().IsRegular() {
+		mu := lockFor(entryFromInfo(fi).Ino)
+		mu.Lock()
+		defer mu.Unlock()
+		if fi, err = s.root.Lstat(rootName(path)); err != nil {
+			return wire.ChangeResp{}, fail(op, path, err)
+		}
+	}
+	pre := entryFromInfo(fi)
+	e, err := s.setAttr(op, req, fi)
+	return wire.ChangeResp{Entry: e, Pre: pre.State()}, err
+}
+
+// setAttr applies req to the path that Lstat described as fi.
+func (s *Share) setAttr(op string, req wire.SetAttrReq, fi fs.FileInfo) (wire.Entry, error) {
+	path, valid, name := req.Path, req.Valid, rootName(req.Path)
 	// A zero time.Time leaves that time as it is, for Root.Chtimes and lutimes alike; no
 	// int64 of nanoseconds is the zero time.Time (year 1), so every requested time is applied.
 	var atime, mtime time.Time

@@ -28,14 +28,18 @@ type Replica struct {
 	mu     sync.Mutex
 	root   wire.Entry
 	dirs   map[string]*dir
-	inline int64 // bytes of inline contents held, over all dirs
+	inline int64 // bytes of inline contents held, over all dirs and spares
+	// spare keeps the inline contents of entries forgotten on an event, by path: when the
+	// entry is learnt again with the same contents (same inode, size and mtime: a chmod's
+	// event, say), they come back with it.
+	spare map[string]wire.Entry
 }
 
 // DefaultInlineBudget is the inline contents one mount keeps in memory at most.
 const DefaultInlineBudget = 64 << 20
 
 type dir struct {
-	inline int64 // bytes of inline contents among entries
+	inline  int64 // bytes of inline contents among entries
 	entries map[string]wire.Entry
 	// unknown names changed on the owner: their entries must be asked for again. A change
 	// event can overtake or trail this mount's own operations on the same name, so the
@@ -45,7 +49,29 @@ type dir struct {
 }
 
 // New returns an empty replica.
-func New() *Replica { return &Replica{dirs: map[string]*dir{}} }
+func New() *Replica { return &Replica{dirs: map[string]*dir{}, spare: map[string]wire.Entry{}} }
+
+// sameContents reports whether two entries describe the same contents of one file.
+func sameContents(a, b *wire.Entry) bool {
+	return a.IsRegular() && b.IsRegular() && a.Ino == b.Ino && a.Size == b.Size && a.MtimeNs == b.MtimeNs
+}
+
+// setSpare keeps e's inline contents aside for p. r.mu must be held.
+func (r *Replica) setSpare(p string, e wire.Entry) {
+	r.dropSpare(p)
+	if len(e.Data) > 0 {
+		r.spare[p] = e
+		r.inline += int64(len(e.Data))
+	}
+}
+
+// dropSpare forgets what is kept aside for p. r.mu must be held.
+func (r *Replica) dropSpare(p string) {
+	if e, ok := r.spare[p]; ok {
+		r.inline -= int64(len(e.Data))
+		delete(r.spare, p)
+	}
+}
 
 // setEntry records e under name in d, keeping the inline accounting. r.mu must be held.
 func (r *Replica) setEntry(d *dir, name string, e wire.Entry) {
@@ -88,6 +114,9 @@ func (r *Replica) trim() {
 	}
 	if r.inline <= budget {
 		return
+	}
+	for p := range r.spare {
+		r.dropSpare(p)
 	}
 	type aged struct {
 		d      *dir
@@ -176,6 +205,9 @@ func (r *Replica) forgetEntry(p string) {
 	}
 	dirPath, name := Split(p)
 	if d := r.dirs[dirPath]; d != nil {
+		if e, ok := d.entries[name]; ok && len(e.Data) > 0 {
+			r.setSpare(p, e)
+		}
 		r.delEntry(d, name)
 		if d.unknown == nil {
 			d.unknown = map[string]bool{}
@@ -226,7 +258,8 @@ func (r *Replica) SetDir(dirPath string, entries []wire.Entry) {
 }
 
 // Put records the attributes of one path (in its parent's listing, if listed). Inline data
-// is kept only if e carries it.
+// is kept if e carries it, or if e describes the same contents as the entry it replaces
+// (same inode, size and modification time).
 func (r *Replica) Put(p string, e wire.Entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -238,6 +271,15 @@ func (r *Replica) Put(p string, e wire.Entry) {
 	dirPath, name := Split(p)
 	e.Name = name
 	if d := r.dirs[dirPath]; d != nil {
+		// New attributes of the same contents (a chmod, say) keep the inline contents.
+		if !e.HasData {
+			if old, ok := d.entries[name]; ok && old.HasData && sameContents(&old, &e) {
+				e.Data, e.HasData = old.Data, true
+			} else if sp, ok := r.spare[p]; ok && sameContents(&sp, &e) {
+				e.Data, e.HasData = sp.Data, true
+			}
+		}
+		r.dropSpare(p)
 		r.setEntry(d, name, e)
 		delete(d.unknown, name)
 		r.trim()
@@ -253,6 +295,7 @@ func (r *Replica) Remove(p string) {
 		r.delEntry(d, name)
 		delete(d.unknown, name)
 	}
+	r.dropSpare(p)
 	r.dropBelow(p)
 }
 
@@ -263,6 +306,7 @@ func (r *Replica) Forget(p string) {
 	defer r.mu.Unlock()
 	if p == "" {
 		r.dirs = map[string]*dir{}
+		r.spare = map[string]wire.Entry{}
 		r.inline = 0
 		return
 	}
@@ -283,6 +327,11 @@ func (r *Replica) dropBelow(p string) {
 	for k := range r.dirs {
 		if strings.HasPrefix(k, prefix) {
 			r.delDir(k)
+		}
+	}
+	for k := range r.spare {
+		if strings.HasPrefix(k, prefix) {
+			r.dropSpare(k)
 		}
 	}
 }

@@ -110,11 +110,48 @@ func TestInlineBudget(t *testing.T) {
 			sum += int64(len(e.Data))
 		}
 	}
+	for _, e := range r.spare {
+		sum += int64(len(e.Data))
+	}
 	if sum != r.inline {
 		t.Errorf("accounting says %d bytes, the entries hold %d", r.inline, sum)
 	}
 	r.Forget("")
 	if r.inline != 0 {
 		t.Errorf("%d bytes counted after forgetting everything", r.inline)
+	}
+}
+
+// TestInlineSurvivesMetadataEvents: an entry forgotten on an event gets its inline contents
+// back when it is learnt again with the same contents (a chmod), not when they changed.
+func TestInlineSurvivesMetadataEvents(t *testing.T) {
+	r := New()
+	e := wire.Entry{Name: "f", Mode: wire.ModeRegular | 0o644, Size: 5, MtimeNs: 7, Ino: 3, HasData: true, Data: []byte("hello")}
+	r.SetDir("", []wire.Entry{e})
+	r.Invalidate("f")
+	chmod := e
+	chmod.Mode, chmod.HasData, chmod.Data = wire.ModeRegular|0o444, false, nil
+	r.Put("f", chmod)
+	if got, ok := r.Stat("f"); !ok || string(got.Data) != "hello" || got.Mode != chmod.Mode {
+		t.Errorf("after a chmod: %+v", got)
+	}
+	r.Invalidate("f")
+	changed := chmod
+	changed.MtimeNs = 8
+	r.Put("f", changed)
+	if got, _ := r.Stat("f"); got.HasData {
+		t.Error("contents kept across a change of the file")
+	}
+	var sum int64
+	for _, d := range r.dirs {
+		for _, e := range d.entries {
+			sum += int64(len(e.Data))
+		}
+	}
+	for _, e := range r.spare {
+		sum += int64(len(e.Data))
+	}
+	if sum != r.inline {
+		t.Errorf("accounting says %d bytes, the entries hold %d", r.inline, sum)
 	}
 }

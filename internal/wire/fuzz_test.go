@@ -91,7 +91,7 @@ func bodyType(h Header) message {
 		}
 	case OpSetAttr:
 		if reply {
-			return &Entry{}
+			return &ChangeResp{}
 		}
 		return &SetAttrReq{}
 	case OpCreate:
@@ -101,7 +101,7 @@ func bodyType(h Header) message {
 		return &CreateReq{}
 	case OpWrite:
 		if reply {
-			return &WriteResp{}
+			return &ChangeResp{}
 		}
 	case OpUnlink, OpRmdir:
 		if !reply {

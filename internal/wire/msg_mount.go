@@ -78,12 +78,13 @@ func (m *WriteReq) Decode(b []byte) ([]byte, error) {
 	return d.b, nil
 }
 
-// WriteResp is the reply to WRITE: the file's Entry after the write, and its size, mtime and
-// ctime just before it, as the owner saw them between opening the file and writing. A writer
-// that caches the file compares them with what it last knew: if they differ from that and
-// from its own earlier writes' results, someone else changed the file (NFS's weak cache
-// consistency), and its cached pages must go.
-type WriteResp struct {
+// ChangeResp is the reply to WRITE and SETATTR: the file's Entry after the change, and its
+// size, mtime and ctime just before it, as the owner saw them. A mount that caches the file
+// compares them with what it last knew: if they differ from that and from its own earlier
+// changes' results, someone else changed the file (NFS's weak cache consistency), and its
+// cached pages must go; if they match, what it caches stays true (a chmod or utime leaves the
+// contents as they were).
+type ChangeResp struct {
 	Entry Entry
 	Pre   FileState
 }
@@ -99,7 +100,7 @@ type FileState struct {
 // State returns the FileState part of an Entry.
 func (m *Entry) State() FileState { return FileState{m.Size, m.MtimeNs, m.CtimeNs} }
 
-func (m *WriteResp) AppendTo(b []byte) []byte {
+func (m *ChangeResp) AppendTo(b []byte) []byte {
 	e := encoder{m.Entry.AppendTo(b)}
 	e.u64(m.Pre.Size)
 	e.i64(m.Pre.MtimeNs)
@@ -107,7 +108,7 @@ func (m *WriteResp) AppendTo(b []byte) []byte {
 	return e.b
 }
 
-func (m *WriteResp) Decode(b []byte) error {
+func (m *ChangeResp) Decode(b []byte) error {
 	d := decoder{b: b}
 	m.Entry.decode(&d)
 	m.Pre.Size = d.u64("size before")

@@ -112,7 +112,9 @@ var samples = []sample{
 	{"setattr-size", OpSetAttr, 0, &SetAttrReq{Share: "inbox", Path: "db/wal", Valid: SetSize, Size: 1 << 33}},
 	{"setattr-times", OpSetAttr, 0, &SetAttrReq{Share: "inbox", Path: "a.txt", Valid: SetAtime | SetMtime,
 		MtimeNs: 1_650_000_000_000_000_001, AtimeNs: -1_000_000_000}},
-	{"setattr-reply", OpSetAttr, FlagResponse, &Entry{Mode: ModeRegular | 0o600, Size: 1 << 33, MtimeNs: 1_650_000_000_000_000_001, Ino: 99, Nlink: 1}},
+	{"setattr-reply", OpSetAttr, FlagResponse, &ChangeResp{
+		Entry: Entry{Mode: ModeRegular | 0o600, Size: 1 << 33, MtimeNs: 1_650_000_000_000_000_001, CtimeNs: 1_700_000_000_000_000_007, Ino: 99, Nlink: 1},
+		Pre:   FileState{Size: 12, MtimeNs: 1_650_000_000_000_000_000, CtimeNs: 1_650_000_000_000_000_000}}},
 
 	{"statfs", OpStatfs, 0, &ShareReq{Share: "projects"}},
 	{"statfs-reply", OpStatfs, FlagResponse, &Statfs{Bsize: 4096, Blocks: 244_190_646, Bfree: 100_000_000, Bavail: 87_000_000,
@@ -135,7 +137,7 @@ var samples = []sample{
 	{"create-exclusive", OpCreate, 0, &CreateReq{Share: "inbox", Path: ".todo.txt.swp", Mode: 0o600, Flags: CreateExclusive}},
 	{"create-truncate", OpCreate, 0, &CreateReq{Share: "inbox", Path: "out.log", Mode: 0o640, Flags: CreateTruncate}},
 	{"create-reply", OpCreate, FlagResponse, &Entry{Mode: ModeRegular | 0o644, MtimeNs: 1_700_000_000_000_000_000, Ino: 12, Nlink: 1, UID: 1000, GID: 1000}},
-	{"write-reply", OpWrite, FlagResponse, &WriteResp{
+	{"write-reply", OpWrite, FlagResponse, &ChangeResp{
 		Entry: Entry{Mode: ModeRegular | 0o644, Size: 1<<20 + 4096, MtimeNs: 1_700_000_000_000_000_123, CtimeNs: 1_700_000_000_000_000_123, Ino: 12, Nlink: 1},
 		Pre:   FileState{Size: 4096, MtimeNs: 1_700_000_000_000_000_000, CtimeNs: 1_700_000_000_000_000_000}}},
 	{"unlink", OpUnlink, 0, &PathReq{Share: "inbox", Path: "notes/todo.txt"}},
