@@ -302,6 +302,25 @@ func (p *peers) stats(dir string) (api.StatsResult, error) {
 	return st, nil
 }
 
+// bytesIn returns the frame bytes beta has received from peer name on their current link
+// ("peerfs status --json").
+func (p *peers) bytesIn(name string) (int64, error) {
+	var st api.StatusResult
+	out, err := p.cli(p.homeB, "status", "--json")
+	if err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return 0, fmt.Errorf("peerfs status --json: %w", err)
+	}
+	for _, pe := range st.Peers {
+		if pe.Name == name && pe.Connected {
+			return int64(pe.BytesIn), nil
+		}
+	}
+	return 0, fmt.Errorf("beta is not connected to %s", name)
+}
+
 // op returns one operation's counters from a stats result; zero when absent.
 func op(st api.StatsResult, name string) api.OpStats {
 	for _, o := range st.Ops {

@@ -33,15 +33,20 @@ import (
 //	--writes-in-flight               cp of local/src.bin (in the page cache) into the mount,
 //	                                 timed to cp's exit, so including close;
 //	--piece                          the random reads, then the cp, on the same mount;
-//	--inline                         a cold walk of a tree of --tree-files small files that
-//	                                 lists every folder and reads every file whole (find and
-//	                                 cat), the owner's page cache for the tree dropped.
+//	--inline                         two cold walks of a tree of --tree-files small files,
+//	                                 the owner's page cache for the tree dropped, each on a
+//	                                 mount of its own: one lists every folder and reads every
+//	                                 file whole (find and cat), the other lists every folder
+//	                                 and lstats every entry but reads nothing (find -ls, ls
+//	                                 -lR, git status). Inlining speeds up the first and makes
+//	                                 the second fetch contents it never reads, so the default
+//	                                 is weighed on both (see tuneKnob.guard).
 //
 // The native references do the same on the owner's disk, cold. Each run measures every value
 // of every flag, in an order that rotates from run to run. "peerfs stats" before and after
 // each workload gives the FUSE calls and the requests to the owner behind the figure.
 //
-// The random readers and the tree walk run in child processes of their own ("tune-child",
+// The random readers and the tree walks run in child processes of their own ("tune-child",
 // dispatched from init as workloads.go does for its jobs); the readers wait for a common
 // start time, so that the clock covers all of them and none of their start-up.
 
@@ -73,7 +78,15 @@ const (
 	wRandom = "cold random reads"
 	wWrite  = "cp into the mount"
 	wTree   = "cold find + cat"
+	wList   = "cold find -ls"
 )
+
+// tuneWorks are all the workloads, in the order the native references are measured and listed.
+var tuneWorks = []string{wSeq, wRandom, wWrite, wTree, wList}
+
+// guardSlack is how much slower than its best a knob's guard workload may be with the value
+// picked when the workloads disagree (see tuneKnob.guard).
+const guardSlack = 0.25
 
 // tuneKnob is one flag of "peerfs mount" and the values it is swept over.
 type tuneKnob struct {
@@ -83,6 +96,14 @@ type tuneKnob struct {
 	def    int64
 	bytes  bool     // values are bytes (4K, 1M), not counts
 	work   []string // the workloads it is measured on, in the table's column order
+	// apart gives each workload a fresh daemon and mount of its own: they walk the same
+	// files, and the first would leave the second a warm replica and chunk cache.
+	apart bool
+	// guard, when set, is a workload of work that the one default must not slow much. When
+	// the workloads' verdicts disagree, the default is the value best for work[0] among
+	// those whose guard median is within guardSlack of the guard's best. Without a guard,
+	// each workload's verdict stands alone.
+	guard string
 }
 
 func tuneKnobs() []*tuneKnob {
@@ -98,7 +119,8 @@ func tuneKnobs() []*tuneKnob {
 		{flag: "piece", what: "bytes per WRITE request, and per READ rounded up to whole 256 KiB cache chunks", bytes: true,
 			values: []int64{128 << 10, 256 << 10, 512 << 10, 1 << 20}, def: fusefs.DefaultPiece, work: []string{wRandom, wWrite}},
 		{flag: "inline", what: "files up to this size come inline in directory listings", bytes: true,
-			values: []int64{0, 1 << 10, 4 << 10, 16 << 10, wire.MaxInline}, def: fusefs.DefaultInline, work: []string{wTree}},
+			values: []int64{0, 1 << 10, 4 << 10, 16 << 10, wire.MaxInline}, def: fusefs.DefaultInline,
+			work: []string{wTree, wList}, apart: true, guard: wList},
 	}
 }
 
@@ -121,7 +143,7 @@ func (k *tuneKnob) name(v int64) string {
 func tuneRow(flag, work string) string { return flag + ": " + work }
 
 // lowerBetter is true for workloads timed in seconds; the others are MiB/s.
-func lowerBetter(work string) bool { return work == wTree }
+func lowerBetter(work string) bool { return work == wTree || work == wList }
 
 func tuneUnit(work string) string {
 	if lowerBetter(work) {
@@ -153,7 +175,7 @@ func init() {
 			}
 			fs.IntVar(&to.readers, "readers", defaultTuneReaders, "concurrent reader processes of the random reads")
 			fs.StringVar(&randomTotal, "random-total", fmt.Sprint(defaultTuneRandomTotal), "bytes the random readers read in all, per run")
-			fs.IntVar(&to.treeFiles, "tree-files", defaultTuneTreeFiles, "small files in the tree of the --inline sweep")
+			fs.IntVar(&to.treeFiles, "tree-files", defaultTuneTreeFiles, "small files in the tree of the --inline sweep's walks")
 			fs.Uint64Var(&to.seed, "seed", 1, "seed of the random offsets and of the tree")
 			fs.StringVar(&knobs, "knobs", strings.Join(all, ","), "the flags to sweep, comma-separated")
 		},
@@ -308,7 +330,7 @@ func (b *tuneBench) native(ctx context.Context, run int) error {
 			works[w] = true
 		}
 	}
-	for _, w := range []string{wSeq, wRandom, wWrite, wTree} {
+	for _, w := range tuneWorks {
 		if !works[w] {
 			continue
 		}
@@ -320,8 +342,8 @@ func (b *tuneBench) native(ctx context.Context, run int) error {
 			err = b.randomRead(ctx, tuneRow(tNative, w), tNative, b.big, false)
 		case wWrite:
 			err = b.write(ctx, tuneRow(tNative, w), tNative, filepath.Join(b.e.native, "in.bin"), false)
-		case wTree:
-			err = b.treeRead(ctx, tuneRow(tNative, w), tNative, filepath.Join(b.e.owner, "tree"), false)
+		case wTree, wList:
+			err = b.walk(ctx, tuneRow(tNative, w), tNative, w, filepath.Join(b.e.owner, "tree"), false)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
@@ -331,8 +353,21 @@ func (b *tuneBench) native(ctx context.Context, run int) error {
 	return nil
 }
 
-// measure runs the workloads of one flag value through a mount made with it by a fresh daemon.
+// measure runs the workloads of one flag value through a mount made with it by a fresh
+// daemon; one mount for them all, or one each when the knob keeps them apart.
 func (b *tuneBench) measure(ctx context.Context, k *tuneKnob, v int64, run int) error {
+	if !k.apart {
+		return b.measureOn(ctx, k, v, run, k.work)
+	}
+	for _, w := range k.work {
+		if err := b.measureOn(ctx, k, v, run, []string{w}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *tuneBench) measureOn(ctx context.Context, k *tuneKnob, v int64, run int, works []string) error {
 	e := b.e
 	defer func() {
 		e.peers.unmount(e.mnt)
@@ -343,7 +378,7 @@ func (b *tuneBench) measure(ctx context.Context, k *tuneKnob, v int64, run int) 
 		return err
 	}
 	name := k.name(v)
-	for _, w := range k.work {
+	for _, w := range works {
 		row := tuneRow(k.flag, w)
 		var err error
 		switch w {
@@ -353,8 +388,8 @@ func (b *tuneBench) measure(ctx context.Context, k *tuneKnob, v int64, run int) 
 			err = b.randomRead(ctx, row, name, filepath.Join(e.mnt, "big.bin"), true)
 		case wWrite:
 			err = b.write(ctx, row, name, filepath.Join(e.mnt, "in.bin"), true)
-		case wTree:
-			err = b.treeRead(ctx, row, name, filepath.Join(e.mnt, "tree"), true)
+		case wTree, wList:
+			err = b.walk(ctx, row, name, w, filepath.Join(e.mnt, "tree"), true)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -579,17 +614,22 @@ func (b *tuneBench) write(ctx context.Context, row, target, dst string, mounted 
 	return nil
 }
 
-func (b *tuneBench) treeRead(ctx context.Context, row, target, dir string, mounted bool) error {
+// walk runs one of the tree's walks (wTree or wList) on dir, the owner's page cache for the
+// tree dropped first. Through the mount it adds the round trips, the FUSE READs and the bytes
+// beta received from alpha over the link: listings, inlined contents and READ replies.
+func (b *tuneBench) walk(ctx context.Context, row, target, work, dir string, mounted bool) error {
+	op := map[string]string{wTree: "tree", wList: "list"}[work]
 	if err := dropTree(filepath.Join(b.e.owner, "tree")); err != nil {
 		return err
 	}
 	s0 := b.counters(mounted)
-	res, err := runTuneJob(ctx, tuneJob{Op: "tree", Path: dir, N: b.tree.bytes})
+	in0, inOK := b.linkIn(mounted)
+	res, err := runTuneJob(ctx, tuneJob{Op: op, Path: dir, N: b.tree.bytes})
 	if err != nil {
 		return err
 	}
 	if res.Files != int64(len(b.tree.files)) {
-		return fmt.Errorf("read %d files under %s, want %d", res.Files, dir, len(b.tree.files))
+		return fmt.Errorf("%s: %d files under %s, want %d", op, res.Files, dir, len(b.tree.files))
 	}
 	extra := map[string]float64{"files": float64(res.Files), "bytes": float64(res.Bytes)}
 	if s0 != nil {
@@ -599,8 +639,26 @@ func (b *tuneBench) treeRead(ctx context.Context, row, target, dir string, mount
 		owner, _ := s1.since(s0, "owner_read")
 		extra["round_trips"], extra["fuse_reads"], extra["owner_reads"] = float64(rt), float64(reads), float64(owner)
 	}
+	if in1, ok := b.linkIn(mounted); ok && inOK {
+		extra["link_bytes_in"] = float64(in1 - in0)
+	}
 	b.figs.add(row, target, "s", res.Seconds, extra)
 	return nil
+}
+
+// linkIn returns the bytes beta has received from alpha over their link ("peerfs status"):
+// "peerfs stats" counts no bytes for listings, and the contents they inline are what --inline
+// trades. Like the stats, on error only a note.
+func (b *tuneBench) linkIn(mounted bool) (int64, bool) {
+	if !mounted {
+		return 0, false
+	}
+	n, err := b.e.peers.bytesIn("alpha")
+	if err != nil {
+		b.e.note("bytes from alpha not read: %v", err)
+		return 0, false
+	}
+	return n, true
 }
 
 // readaheadKB returns the kernel's readahead window of the filesystem mounted at dir, from
@@ -629,6 +687,8 @@ const tuneChildVerb = "tune-child"
 //	        the loop waits for Start (Unix nanoseconds) and the result gives its End.
 //	tree:   list every folder under Path and read every file whole with 128 KiB reads (find
 //	        and cat); the bytes read must come to N.
+//	list:   list every folder under Path and lstat every entry, opening no file (find -ls);
+//	        the regular files' sizes must come to N.
 type tuneJob struct {
 	Op      string `json:"op"`
 	Path    string `json:"path"`
@@ -661,6 +721,8 @@ func tuneChildMain(arg string) int {
 		res, err = tuneRandomJob(j)
 	case "tree":
 		res, err = tuneTreeJob(j)
+	case "list":
+		res, err = tuneListJob(j)
 	default:
 		err = fmt.Errorf("unknown job %q", j.Op)
 	}
@@ -752,12 +814,51 @@ func tuneTreeJob(j tuneJob) (tuneResult, error) {
 	return res, nil
 }
 
+func tuneListJob(j tuneJob) (tuneResult, error) {
+	var res tuneResult
+	t0 := time.Now()
+	if err := listTree(j.Path, &res); err != nil {
+		return tuneResult{}, err
+	}
+	res.Seconds = time.Since(t0).Seconds()
+	if res.Bytes != j.N {
+		return res, fmt.Errorf("listed %d bytes in %d files under %s, want %d", res.Bytes, res.Files, j.Path, j.N)
+	}
+	return res, nil
+}
+
+// listTree lists dir and lstats each entry, descending into folders, as find -ls does; it
+// counts the regular files and adds up their sizes.
+func listTree(dir string, res *tuneResult) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	for _, e := range ents {
+		p := dir + "/" + e.Name()
+		if err := unix.Lstat(p, &st); err != nil {
+			return fmt.Errorf("lstat %s: %w", p, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if err := listTree(p, res); err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			res.Files++
+			res.Bytes += st.Size
+		}
+	}
+	return nil
+}
+
 // The section.
 
 // tuneCol is a column of figures measured alongside a workload.
 type tuneCol struct {
 	head, key string
-	kib       bool // an average request size
+	kib       bool // bytes, shown in KiB: an average request size, or bytes moved
 }
 
 var tuneCols = map[string][]tuneCol{
@@ -767,16 +868,24 @@ var tuneCols = map[string][]tuneCol{
 		{"avg owner READ", "owner_read_avg", true}},
 	wWrite: {{"FUSE WRITEs", "fuse_writes", false}, {"owner WRITEs", "owner_writes", false},
 		{"avg owner WRITE", "owner_write_avg", true}},
-	wTree: {{"round trips", "round_trips", false}, {"FUSE READs", "fuse_reads", false}},
+	wTree: {{"round trips", "round_trips", false}, {"FUSE READs", "fuse_reads", false},
+		{"from owner", "link_bytes_in", true}},
+	wList: {{"round trips", "round_trips", false}, {"FUSE READs", "fuse_reads", false},
+		{"from owner", "link_bytes_in", true}},
 }
 
 // bestOf returns the value of a knob with the best median on a workload.
 func (b *tuneBench) bestOf(k *tuneKnob, work string) (int64, bool) {
+	return b.bestAmong(k, work, k.values)
+}
+
+// bestAmong returns the value with the best median on a workload among some of a knob's.
+func (b *tuneBench) bestAmong(k *tuneKnob, work string, values []int64) (int64, bool) {
 	row := tuneRow(k.flag, work)
 	var bv int64
 	var bm float64
 	found := false
-	for _, v := range k.values {
+	for _, v := range values {
 		m, _, _, ok := b.figs.med(row, k.name(v))
 		if !ok {
 			continue
@@ -813,10 +922,16 @@ func (b *tuneBench) section() *Section {
 		"last one's end (--reads-in-flight, --piece); **cp into the mount** of a %d MiB file from the local "+
 		"disk's page cache, timed to cp's exit, close included (--writes-in-flight, --piece); a **cold find + "+
 		"cat** of a tree of %d files, %.1f MiB, sizes log-normal around 3 KiB (59%% of them 4 KiB or less, 8%% "+
-		"over 16 KiB, up to 100 KiB), that lists every folder and reads every file whole (--inline; `--inline 0` "+
-		"means the default to `peerfs mount`, so the row 0 is mounted with `--inline 1`, below every file). "+
-		"`peerfs stats` before and after gives the FUSE and owner requests behind each figure. The native "+
-		"reference does the same on the owner's disk, cold; its cp (%s) copies within one filesystem with "+
+		"over 16 KiB, up to 100 KiB), that lists every folder and reads every file whole, and a **cold find "+
+		"-ls** of the same tree, on a fresh daemon and mount of its own, that lists every folder and lstats "+
+		"every entry but opens no file, as `find -ls`, `ls -lR` or `git status` do (both --inline: a larger "+
+		"value spares find + cat its READs, but makes the listings carry the contents of the small files, "+
+		"which find -ls fetches and never reads; `--inline 0` means the default to `peerfs mount`, so the row "+
+		"0 is mounted with `--inline 1`, below every file). `peerfs stats` before and after gives the FUSE "+
+		"and owner requests behind each figure, and `peerfs status` the bytes beta received from the owner "+
+		"during the walks (\"from owner\": listings, inlined contents, READ replies). The native reference does "+
+		"the same on the owner's disk, cold (for the walks, the files' pages: the folders and inodes stay "+
+		"cached, as dropping those needs root); its cp (%s) copies within one filesystem with "+
 		"copy_file_range, in the kernel. %s, every value in each, in an order that rotates from run to run; "+
 		"median (min-max). The whole suite took %.0f s.\n",
 		o.Size>>20, o.readers, o.randomTotal>>20, o.Size>>20, len(b.tree.files), float64(b.tree.bytes)/(1<<20),
@@ -916,7 +1031,7 @@ func (b *tuneBench) section() *Section {
 	}
 
 	var nat []string
-	for _, w := range []string{wSeq, wRandom, wWrite, wTree} {
+	for _, w := range tuneWorks {
 		if f := fs.get(tuneRow(tNative, w), tNative); f != nil {
 			nat = append(nat, fmt.Sprintf("%s %s %s", w, fs.cell(tuneRow(tNative, w), tNative, map[bool]int{true: 2, false: 0}[lowerBetter(w)]), tuneUnit(w)))
 		}
@@ -926,7 +1041,18 @@ func (b *tuneBench) section() *Section {
 	}
 
 	md.WriteString("\nDefaults, from these figures (keep: the default's median lies within the best value's " +
-		"min-max, so these runs do not tell them apart; with one run only the best value itself is kept):\n\n")
+		"min-max, so these runs do not tell them apart; with one run only the best value itself is kept)")
+	for _, k := range b.knobs {
+		if k.guard == "" {
+			continue
+		}
+		// A guarded knob has one default for workloads that may want different ones.
+		fmt.Fprintf(&md, ". `--%s` has one default for %s: when their verdicts disagree, it is the value best "+
+			"for %s among those whose %s median is within %.0f%% of the best %s median, and the default stays "+
+			"when it is one of those and its %s median lies within that value's min-max", k.flag,
+			strings.Join(k.work, " and "), k.work[0], k.guard, guardSlack*100, k.guard, k.work[0])
+	}
+	md.WriteString(":\n\n")
 	for _, k := range b.knobs {
 		md.WriteString(b.verdict(k))
 	}
@@ -956,55 +1082,139 @@ func shortWork(w string) string {
 		return "cp"
 	case wSeq:
 		return "seq"
+	case wList:
+		return "find -ls"
 	}
-	return "tree"
+	return "find+cat"
 }
 
 // verdict is a knob's line of the Defaults list: per workload the best value and where the
-// default stands; then keep, or the value to change to (per workload when the knob has two).
+// default stands; then keep, or the value to change to: per workload when the knob has two
+// and no guard, one value weighed by the guard when it has one.
 func (b *tuneBench) verdict(k *tuneKnob) string {
-	fs := b.figs
-	var parts, change []string
+	var parts []string
+	picks := map[string]int64{} // the value each workload's own rule picks
 	for _, w := range k.work {
-		row := tuneRow(k.flag, w)
-		bv, ok := b.bestOf(k, w)
+		p, pick, ok := b.judge(k, w)
 		if !ok {
 			continue
 		}
-		bm, blo, bhi, _ := fs.med(row, k.name(bv))
-		dm, _, _, okD := fs.med(row, k.name(k.def))
-		unit := tuneUnit(w)
-		p := fmt.Sprintf("%s: best %s (%s %s)", w, k.name(bv), num(bm, -1), unit)
-		switch {
-		case !okD:
-			p += fmt.Sprintf(", the default %s not measured", k.name(k.def))
-		case bv == k.def:
-			p += ", the default"
-		default:
-			within := dm >= blo && dm <= bhi
-			p += fmt.Sprintf(", the default %s %s %s (%.2f of the best), %s the best's min-max", k.name(k.def),
-				num(dm, -1), unit, speed(w, dm)/speed(w, bm), map[bool]string{true: "within", false: "outside"}[within])
-			if !within {
-				c := "change to " + k.name(bv)
+		parts = append(parts, p)
+		picks[w] = pick
+	}
+	var action string
+	switch {
+	case len(parts) == 0:
+		action = "not measured"
+	case k.guard != "":
+		var p string
+		p, action = b.weigh(k, picks)
+		if p != "" {
+			parts = append(parts, p)
+		}
+	default:
+		var change []string
+		for _, w := range k.work {
+			if v, ok := picks[w]; ok && v != k.def {
+				c := "change to " + k.name(v)
 				if len(k.work) > 1 {
 					c += " for " + shortWork(w)
 				}
 				change = append(change, c)
 			}
 		}
-		parts = append(parts, p)
-	}
-	action := "**keep**"
-	switch {
-	case len(parts) == 0:
-		action = "not measured"
-	case len(change) > 0:
-		action = "**" + strings.Join(change, "; ") + "**"
-		if len(change) < len(parts) {
-			action += " (keep for the other workload)"
+		action = "**keep**"
+		if len(change) > 0 {
+			action = "**" + strings.Join(change, "; ") + "**"
+			if len(change) < len(parts) {
+				action += " (keep for the other workload)"
+			}
 		}
 	}
 	return fmt.Sprintf("- `--%s` (default %s): %s: %s.\n", k.flag, k.name(k.def), strings.Join(parts, "; "), action)
+}
+
+// judge applies the rule to one workload: it describes the best value and where the default
+// stands, and returns the value the rule picks, the default when it is kept.
+func (b *tuneBench) judge(k *tuneKnob, w string) (part string, pick int64, ok bool) {
+	fs := b.figs
+	row := tuneRow(k.flag, w)
+	bv, ok := b.bestOf(k, w)
+	if !ok {
+		return "", 0, false
+	}
+	bm, blo, bhi, _ := fs.med(row, k.name(bv))
+	dm, _, _, okD := fs.med(row, k.name(k.def))
+	unit := tuneUnit(w)
+	part = fmt.Sprintf("%s: best %s (%s %s)", w, k.name(bv), num(bm, -1), unit)
+	pick = k.def
+	switch {
+	case !okD:
+		part += fmt.Sprintf(", the default %s not measured", k.name(k.def))
+	case bv == k.def:
+		part += ", the default"
+	default:
+		within := dm >= blo && dm <= bhi
+		part += fmt.Sprintf(", the default %s %s %s (%.2f of the best), %s the best's min-max", k.name(k.def),
+			num(dm, -1), unit, speed(w, dm)/speed(w, bm), map[bool]string{true: "within", false: "outside"}[within])
+		if !within {
+			pick = bv
+		}
+	}
+	return part, pick, true
+}
+
+// weigh settles a guarded knob's one default from its workloads' picks. When they agree,
+// that is it. When they disagree, the candidates are the values whose guard median is
+// within guardSlack of the guard's best; the default is the best of them for work[0], or
+// stays when it is a candidate and its work[0] median lies within that value's min-max.
+// part describes the disagreement ("" when there is none); action is the verdict.
+func (b *tuneBench) weigh(k *tuneKnob, picks map[string]int64) (part, action string) {
+	decide := func(v int64) string {
+		if v == k.def {
+			return "**keep**"
+		}
+		return "**change to " + k.name(v) + "**"
+	}
+	primary := k.work[0]
+	pm, okM := picks[primary]
+	pg, okG := picks[k.guard]
+	switch {
+	case !okM:
+		return "", decide(pg)
+	case !okG || pm == pg:
+		return "", decide(pm)
+	}
+	fs := b.figs
+	gRow, mRow := tuneRow(k.flag, k.guard), tuneRow(k.flag, primary)
+	gv, _ := b.bestOf(k, k.guard)
+	gm, _, _, _ := fs.med(gRow, k.name(gv))
+	var cands []int64
+	var names []string
+	for _, v := range k.values {
+		m, _, _, ok := fs.med(gRow, k.name(v))
+		if ok && speed(k.guard, m)*(1+guardSlack) >= speed(k.guard, gm) {
+			cands = append(cands, v)
+			names = append(names, k.name(v))
+		}
+	}
+	part = fmt.Sprintf("the two disagree (%s %s, %s %s); values within %.0f%% of the best %s (%s %s): %s",
+		shortWork(primary), k.name(pm), shortWork(k.guard), k.name(pg), guardSlack*100, k.guard,
+		num(gm, -1), tuneUnit(k.guard), strings.Join(names, ", "))
+	bv, ok := b.bestAmong(k, primary, cands)
+	if !ok {
+		// No candidate was measured on primary: the guard's own pick is the safe side.
+		return part + fmt.Sprintf(", none measured on %s", primary), decide(pg)
+	}
+	bm, blo, bhi, _ := fs.med(mRow, k.name(bv))
+	part += fmt.Sprintf("; of these, %s is best on %s (%s %s)", k.name(bv), primary, num(bm, -1), tuneUnit(primary))
+	if bv != k.def && slices.Contains(cands, k.def) {
+		if dm, _, _, ok := fs.med(mRow, k.name(k.def)); ok && dm >= blo && dm <= bhi {
+			part += fmt.Sprintf(", the default %s (%s %s) within its min-max", k.name(k.def), num(dm, -1), tuneUnit(primary))
+			return part, decide(k.def)
+		}
+	}
+	return part, decide(bv)
 }
 
 // plot draws a knob's sweep: one series per workload, the median with min and max.
