@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/peerfs/peerfs/internal/fusefs"
 )
 
 // The tree benchmark (seed 004, after compilebench): a source tree shaped like the kernel's
@@ -28,8 +30,9 @@ import (
 // listing and reading start from a fresh mount (an empty replica), with the owner's page
 // cache left warm. On the 2-core VM of BENCHMARKS.md a file costs about 0.9 ms to create and
 // 0.3 ms to delete through peerfs, so one run of a million takes about half an hour; and beta's
-// daemon holds the listed folder with its inlined contents in memory (124 MiB resident after
-// listing 100,000 files of 512 bytes), so a million needs over 1 GiB.
+// daemon holds the listed folder in memory (124 MiB resident after listing 100,000 files of
+// 512 bytes, when all their contents stayed inline; inline contents are now capped at 64 MiB
+// per mount), so a million needs several hundred MiB.
 
 type treeOptions struct {
 	commonOptions
@@ -822,13 +825,13 @@ func (b *treeBench) reading(hasSSHFS bool) string {
 		files, _ := fs.extra("read", tPeerfs, "files")
 		small := 0
 		for _, f := range b.shape.files {
-			if f.size <= 4<<10 {
+			if f.size <= fusefs.DefaultInline {
 				small++
 			}
 		}
 		fmt.Fprintf(&md, "- The cold read made %.0f round trips for %.0f files (%.2f per file); %d%% of the sources "+
-			"are at most 4 KiB, peerfs's default inline size, and come with their folder's listing.\n",
-			rt, files, rt/max(files, 1), 100*small/len(b.shape.files))
+			"are at most %s, peerfs's default inline size, and come with their folder's listing.\n",
+			rt, files, rt/max(files, 1), 100*small/len(b.shape.files), spelledSize(fusefs.DefaultInline))
 	}
 	if hasSSHFS {
 		md.WriteString(versus(fs, treePhases, "phases"))

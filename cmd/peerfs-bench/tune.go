@@ -40,7 +40,7 @@ import (
 //	                                 and lstats every entry but reads nothing (find -ls, ls
 //	                                 -lR, git status). Inlining speeds up the first and makes
 //	                                 the second fetch contents it never reads, so the default
-//	                                 is weighed on both (see tuneKnob.guard).
+//	                                 is weighed on both (see tuneKnob.joint).
 //
 // The native references do the same on the owner's disk, cold. Each run measures every value
 // of every flag, in an order that rotates from run to run. "peerfs stats" before and after
@@ -84,10 +84,6 @@ const (
 // tuneWorks are all the workloads, in the order the native references are measured and listed.
 var tuneWorks = []string{wSeq, wRandom, wWrite, wTree, wList}
 
-// guardSlack is how much slower than its best a knob's guard workload may be with the value
-// picked when the workloads disagree (see tuneKnob.guard).
-const guardSlack = 0.25
-
 // tuneKnob is one flag of "peerfs mount" and the values it is swept over.
 type tuneKnob struct {
 	flag   string
@@ -99,11 +95,11 @@ type tuneKnob struct {
 	// apart gives each workload a fresh daemon and mount of its own: they walk the same
 	// files, and the first would leave the second a warm replica and chunk cache.
 	apart bool
-	// guard, when set, is a workload of work that the one default must not slow much. When
-	// the workloads' verdicts disagree, the default is the value best for work[0] among
-	// those whose guard median is within guardSlack of the guard's best. Without a guard,
-	// each workload's verdict stands alone.
-	guard string
+	// joint says the knob has one default for all its workloads, all timed in seconds: when
+	// their own picks disagree, it is the value whose medians add up to the least time (a
+	// user who does each once waits the sum), or the default while its sum lies within that
+	// value's summed min-max.
+	joint bool
 }
 
 func tuneKnobs() []*tuneKnob {
@@ -120,7 +116,7 @@ func tuneKnobs() []*tuneKnob {
 			values: []int64{128 << 10, 256 << 10, 512 << 10, 1 << 20}, def: fusefs.DefaultPiece, work: []string{wRandom, wWrite}},
 		{flag: "inline", what: "files up to this size come inline in directory listings", bytes: true,
 			values: []int64{0, 1 << 10, 4 << 10, 16 << 10, wire.MaxInline}, def: fusefs.DefaultInline,
-			work: []string{wTree, wList}, apart: true, guard: wList},
+			work: []string{wTree, wList}, apart: true, joint: true},
 	}
 }
 
@@ -1043,14 +1039,13 @@ func (b *tuneBench) section() *Section {
 	md.WriteString("\nDefaults, from these figures (keep: the default's median lies within the best value's " +
 		"min-max, so these runs do not tell them apart; with one run only the best value itself is kept)")
 	for _, k := range b.knobs {
-		if k.guard == "" {
+		if !k.joint {
 			continue
 		}
-		// A guarded knob has one default for workloads that may want different ones.
-		fmt.Fprintf(&md, ". `--%s` has one default for %s: when their verdicts disagree, it is the value best "+
-			"for %s among those whose %s median is within %.0f%% of the best %s median, and the default stays "+
-			"when it is one of those and its %s median lies within that value's min-max", k.flag,
-			strings.Join(k.work, " and "), k.work[0], k.guard, guardSlack*100, k.guard, k.work[0])
+		// A joint knob has one default for workloads that may want different ones.
+		fmt.Fprintf(&md, ". `--%s` has one default for %s: when their verdicts disagree, it is the value whose "+
+			"medians add up to the least time, and the default stays while its sum lies within that value's "+
+			"summed min-max", k.flag, strings.Join(k.work, " and "))
 	}
 	md.WriteString(":\n\n")
 	for _, k := range b.knobs {
@@ -1090,7 +1085,7 @@ func shortWork(w string) string {
 
 // verdict is a knob's line of the Defaults list: per workload the best value and where the
 // default stands; then keep, or the value to change to: per workload when the knob has two
-// and no guard, one value weighed by the guard when it has one.
+// and is not joint, one value weighed over them all when it is.
 func (b *tuneBench) verdict(k *tuneKnob) string {
 	var parts []string
 	picks := map[string]int64{} // the value each workload's own rule picks
@@ -1106,7 +1101,7 @@ func (b *tuneBench) verdict(k *tuneKnob) string {
 	switch {
 	case len(parts) == 0:
 		action = "not measured"
-	case k.guard != "":
+	case k.joint:
 		var p string
 		p, action = b.weigh(k, picks)
 		if p != "" {
@@ -1164,11 +1159,9 @@ func (b *tuneBench) judge(k *tuneKnob, w string) (part string, pick int64, ok bo
 	return part, pick, true
 }
 
-// weigh settles a guarded knob's one default from its workloads' picks. When they agree,
-// that is it. When they disagree, the candidates are the values whose guard median is
-// within guardSlack of the guard's best; the default is the best of them for work[0], or
-// stays when it is a candidate and its work[0] median lies within that value's min-max.
-// part describes the disagreement ("" when there is none); action is the verdict.
+// weigh settles a joint knob's one default from its workloads' picks. When they agree, that
+// is it. When they disagree, it is the value with the least summed median over the
+// workloads, or the default while its sum lies within that value's summed min-max.
 func (b *tuneBench) weigh(k *tuneKnob, picks map[string]int64) (part, action string) {
 	decide := func(v int64) string {
 		if v == k.def {
@@ -1176,45 +1169,67 @@ func (b *tuneBench) weigh(k *tuneKnob, picks map[string]int64) (part, action str
 		}
 		return "**change to " + k.name(v) + "**"
 	}
-	primary := k.work[0]
-	pm, okM := picks[primary]
-	pg, okG := picks[k.guard]
-	switch {
-	case !okM:
-		return "", decide(pg)
-	case !okG || pm == pg:
-		return "", decide(pm)
+	var first int64
+	agree, n := true, 0
+	for _, w := range k.work {
+		if v, ok := picks[w]; ok {
+			if n > 0 && v != first {
+				agree = false
+			}
+			first = v
+			n++
+		}
 	}
-	fs := b.figs
-	gRow, mRow := tuneRow(k.flag, k.guard), tuneRow(k.flag, primary)
-	gv, _ := b.bestOf(k, k.guard)
-	gm, _, _, _ := fs.med(gRow, k.name(gv))
-	var cands []int64
-	var names []string
+	if n == 0 {
+		return "", "not measured"
+	}
+	if agree {
+		return "", decide(first)
+	}
+	// Sums over the workloads, for the values measured on all of them.
+	type sum struct{ med, lo, hi float64 }
+	sums := map[int64]sum{}
 	for _, v := range k.values {
-		m, _, _, ok := fs.med(gRow, k.name(v))
-		if ok && speed(k.guard, m)*(1+guardSlack) >= speed(k.guard, gm) {
-			cands = append(cands, v)
-			names = append(names, k.name(v))
+		var s sum
+		all := true
+		for _, w := range k.work {
+			m, lo, hi, ok := b.figs.med(tuneRow(k.flag, w), k.name(v))
+			if !ok {
+				all = false
+				break
+			}
+			s.med, s.lo, s.hi = s.med+m, s.lo+lo, s.hi+hi
+		}
+		if all {
+			sums[v] = s
 		}
 	}
-	part = fmt.Sprintf("the two disagree (%s %s, %s %s); values within %.0f%% of the best %s (%s %s): %s",
-		shortWork(primary), k.name(pm), shortWork(k.guard), k.name(pg), guardSlack*100, k.guard,
-		num(gm, -1), tuneUnit(k.guard), strings.Join(names, ", "))
-	bv, ok := b.bestAmong(k, primary, cands)
-	if !ok {
-		// No candidate was measured on primary: the guard's own pick is the safe side.
-		return part + fmt.Sprintf(", none measured on %s", primary), decide(pg)
-	}
-	bm, blo, bhi, _ := fs.med(mRow, k.name(bv))
-	part += fmt.Sprintf("; of these, %s is best on %s (%s %s)", k.name(bv), primary, num(bm, -1), tuneUnit(primary))
-	if bv != k.def && slices.Contains(cands, k.def) {
-		if dm, _, _, ok := fs.med(mRow, k.name(k.def)); ok && dm >= blo && dm <= bhi {
-			part += fmt.Sprintf(", the default %s (%s %s) within its min-max", k.name(k.def), num(dm, -1), tuneUnit(primary))
-			return part, decide(k.def)
+	var best int64
+	found := false
+	for _, v := range k.values {
+		if s, ok := sums[v]; ok && (!found || s.med < sums[best].med) {
+			best, found = v, true
 		}
 	}
-	return part, decide(bv)
+	var names []string
+	for _, w := range k.work {
+		if v, ok := picks[w]; ok {
+			names = append(names, shortWork(w)+" "+k.name(v))
+		}
+	}
+	part = "the two disagree (" + strings.Join(names, ", ") + ")"
+	if !found {
+		return part + ", no value measured on both", "**keep**"
+	}
+	bs := sums[best]
+	part += fmt.Sprintf("; summed, %s takes the least (%s s)", k.name(best), num(bs.med, -1))
+	if ds, ok := sums[k.def]; ok && best != k.def {
+		part += fmt.Sprintf(", the default %s %s s", k.name(k.def), num(ds.med, -1))
+		if ds.med >= bs.lo && ds.med <= bs.hi {
+			return part + ", within its summed min-max", decide(k.def)
+		}
+	}
+	return part, decide(best)
 }
 
 // plot draws a knob's sweep: one series per workload, the median with min and max.

@@ -57,7 +57,7 @@ may run beside the daemon of the same home. It is not remembered.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&opts.Blksize, "blksize", 0, "st_blksize and statfs block size to report, in bytes (default 1 MiB)")
-	f.IntVar(&opts.Inline, "inline", 0, "inline the content of files up to this size in directory listings (default 4096)")
+	f.IntVar(&opts.Inline, "inline", 0, "inline the content of files up to this size in directory listings, at most 65536 (default 65536)")
 	f.BoolVar(&opts.NoPassthrough, "no-passthrough", false, "never serve cached files by FUSE passthrough")
 	f.IntVar(&opts.Wait, "wait", 0, "seconds an operation waits for a lost link before failing with EIO (default 30)")
 	f.BoolVarP(&opts.Foreground, "foreground", "f", false, "serve the mount from this process, without a daemon, until interrupted")

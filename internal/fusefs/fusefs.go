@@ -68,8 +68,13 @@ const (
 	// size their buffers from it (seed 000). 1 MiB matches the FUSE request size.
 	DefaultBlksize = 1 << 20
 	// DefaultInline is the size up to which files' contents come inline in directory listings
-	// (seed 004), so opening small files costs no round trip.
-	DefaultInline = 4 << 10
+	// (seed 004), so opening small files costs no round trip. The tune sweep (BENCHMARKS.md)
+	// weighs a cold find + cat, which inlining speeds up (2.48 s at 4K, 0.88 s at 64K, 3000
+	// files), against a cold find -ls, which pays for contents it never reads (0.41 s at
+	// 4K, 0.61 s at 64K): 64K takes the least time for both together, and on a WAN link each
+	// READ saved is a round trip while the bytes cost little. The replica keeps at most
+	// tree.DefaultInlineBudget of contents in memory.
+	DefaultInline = 64 << 10
 	// DefaultReadahead is how far past a sequential reader its stream runs.
 	DefaultReadahead = 16 << 20
 	// DefaultReadsInFlight bounds the READs one mount keeps in flight for random reads (rpc

@@ -228,6 +228,18 @@ func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool
 	var failed []piece
 	for _, pc := range pieces {
 		sem <- struct{}{}
+		// After a failure the rest stays dirty unsent: the owner is gone or refuses, and
+		// each further piece would only wait for the same answer.
+		errMu.Lock()
+		stop := firstErr != nil
+		if stop {
+			failed = append(failed, pc)
+		}
+		errMu.Unlock()
+		if stop {
+			<-sem
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()

@@ -129,3 +129,26 @@ func TestTruncateDropsDirtyTail(t *testing.T) {
 		t.Fatalf("owner got %d bytes", len(o.data))
 	}
 }
+
+// TestFlushStopsAtTheFirstFailure: once a piece fails, the pieces not yet sent stay dirty
+// without being tried (each would wait for the same dead owner), and a later flush sends all.
+func TestFlushStopsAtTheFirstFailure(t *testing.T) {
+	var f File
+	var tries int
+	gone := errors.New("owner gone")
+	o := owner{fail: func(off int64) error { tries++; return gone }}
+	f.Write(make([]byte, 10<<20), 0)
+	if err := f.FlushWith(context.Background(), MaxPiece, 1, o.send); !errors.Is(err, gone) {
+		t.Fatalf("flush error %v", err)
+	}
+	if tries != 1 {
+		t.Errorf("%d pieces tried after the first failed, want 1", tries)
+	}
+	if f.Dirty() != 10<<20 {
+		t.Fatalf("%d bytes dirty after the failure, want all 10 MiB", f.Dirty())
+	}
+	o.fail = nil
+	if err := f.Flush(context.Background(), o.send); err != nil || len(o.data) != 10<<20 || f.Dirty() != 0 {
+		t.Fatalf("flush after recovery: %v, %d bytes at the owner, %d dirty", err, len(o.data), f.Dirty())
+	}
+}
