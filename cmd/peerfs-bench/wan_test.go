@@ -75,7 +75,7 @@ func TestMakeWANTree(t *testing.T) {
 		}
 		return err
 	})
-	if files != 250 || withNeedle != needles || needles != 3 || dirs != 4 || inline <= 0 || inline >= 250 {
+	if files != 250 || withNeedle != needles || needles != 3 || dirs != 4 || inline <= 0 || inline > 250 {
 		t.Errorf("%d files, %d with the needle (said %d), %d dirs, %d inline", files, withNeedle, needles, dirs, inline)
 	}
 }
