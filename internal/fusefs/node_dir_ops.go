@@ -143,6 +143,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	n.root.replica.Put(p, e)
 	ino := n.newChild(ctx, &e, out)
 	child := ino.Operations().(*Node)
+	child.ownVersion(version(&e))
 	if flags&syscall.O_TRUNC != 0 {
 		child.mu.Lock()
 		child.localSize = 0

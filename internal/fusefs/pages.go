@@ -73,6 +73,19 @@ func (n *Node) pagesHold(v cache.Version) bool {
 	return false
 }
 
+// ownVersion records that an operation of this mount left the file at version v, so that
+// the owner's event for it, arriving late, is known for an echo.
+func (n *Node) ownVersion(v cache.Version) {
+	n.mu.Lock()
+	n.pages.addOwn(v)
+	n.mu.Unlock()
+}
+
+func (ps *pageState) addOwn(v cache.Version) {
+	ps.own[ps.ownN%ownVersions] = v
+	ps.ownN++
+}
+
 // changedElsewhere records that the owner reported a version of the file that the kernel's
 // pages do not hold and this mount did not write: the caller has told the kernel to drop
 // them.
@@ -110,8 +123,7 @@ func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, po
 	if !foreign {
 		ps.ver, ps.known = version(last), true
 		for i := range posts {
-			ps.own[ps.ownN%ownVersions] = version(&posts[i])
-			ps.ownN++
+			ps.addOwn(version(&posts[i]))
 		}
 	}
 	n.mu.Unlock()
@@ -138,8 +150,7 @@ func (n *Node) changedHere(known bool, before *wire.Entry, pre wire.FileState, a
 	ps := &n.pages
 	if ps.known && ps.ver == version(before) {
 		ps.ver = version(after)
-		ps.own[ps.ownN%ownVersions] = ps.ver
-		ps.ownN++
+		ps.addOwn(ps.ver)
 	}
 	n.mu.Unlock()
 }

@@ -229,8 +229,10 @@ func TestMountReadsBackOwnWrites(t *testing.T) {
 			t.Fatalf("%s read back: %d bytes, %v", name, len(got), err)
 		}
 	}
-	// (An echo that arrives between two of these changes may cost a lookup; never a READ.)
-	if n := opCalls(t, m, "owner_read") - before; n != 0 {
+	// Without the kept contents each file costs a READ. An event that overtakes the chmod and
+	// utime of a file may still make the mount learn its new times from a lookup, which cannot
+	// tell the contents are unchanged: allow that for a file or two on a slow machine.
+	if n := opCalls(t, m, "owner_read") - before; n > 2 {
 		t.Errorf("reading back 20 files written here cost %d READs", n)
 	}
 	// Changed on the owner: the event makes the mount read the new contents.
