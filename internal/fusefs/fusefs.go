@@ -45,8 +45,8 @@ type Owner interface {
 	// before, so the mount can tell its own changes from someone else's.
 	Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error)
 	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
-	Mkdir(ctx context.Context, path string, mode uint32) error
-	Symlink(ctx context.Context, path, target string) error
+	Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error)
+	Symlink(ctx context.Context, path, target string) (wire.Entry, error)
 	Link(ctx context.Context, from, to string) (wire.Entry, error)
 	Unlink(ctx context.Context, path string) error
 	Rmdir(ctx context.Context, path string) error

@@ -78,18 +78,18 @@ func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32
 	return rp.Create(ctx, o.share, path, mode, flags)
 }
 
-func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) error {
+func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error) {
 	rp, ctx, err := o.rp(ctx)
 	if err != nil {
-		return err
+		return wire.Entry{}, err
 	}
 	return rp.Mkdir(ctx, o.share, path, mode)
 }
 
-func (o *mountOwner) Symlink(ctx context.Context, path, target string) error {
+func (o *mountOwner) Symlink(ctx context.Context, path, target string) (wire.Entry, error) {
 	rp, ctx, err := o.rp(ctx)
 	if err != nil {
-		return err
+		return wire.Entry{}, err
 	}
 	return rp.Symlink(ctx, o.share, path, target)
 }

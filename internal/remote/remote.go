@@ -60,15 +60,15 @@ func (p Peer) ReadDir(ctx context.Context, share, path string, inlineMax uint32)
 }
 
 // Mkdir creates directory path (an existing directory is success).
-func (p Peer) Mkdir(ctx context.Context, share, path string, mode uint32) error {
+func (p Peer) Mkdir(ctx context.Context, share, path string, mode uint32) (wire.Entry, error) {
 	req := wire.MkdirReq{Share: share, Path: path, Mode: mode}
-	return p.callEmpty(ctx, wire.OpMkdir, req.AppendTo(nil))
+	return p.callEntry(ctx, wire.OpMkdir, req.AppendTo(nil))
 }
 
 // Symlink creates path as a symbolic link to target.
-func (p Peer) Symlink(ctx context.Context, share, path, target string) error {
+func (p Peer) Symlink(ctx context.Context, share, path, target string) (wire.Entry, error) {
 	req := wire.SymlinkReq{Share: share, Path: path, Target: target}
-	return p.callEmpty(ctx, wire.OpSymlink, req.AppendTo(nil))
+	return p.callEntry(ctx, wire.OpSymlink, req.AppendTo(nil))
 }
 
 // SetAttr applies the attributes req.Valid selects (mode, times, size) and returns the path's

@@ -94,12 +94,21 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 	case wire.OpMkdir:
 		var req wire.MkdirReq
 		if sh := sv.decode(r, &req); sh != nil {
-			sv.reply(r, sh.Mkdir(req.Path, req.Mode))
+			// The new directory's Entry spares the mount a STAT after it.
+			e, err := wire.Entry{}, sh.Mkdir(req.Path, req.Mode)
+			if err == nil {
+				e, err = sh.Stat(req.Path)
+			}
+			sv.replyMsg(r, &e, err)
 		}
 	case wire.OpSymlink:
 		var req wire.SymlinkReq
 		if sh := sv.decode(r, &req); sh != nil {
-			sv.reply(r, sh.Symlink(req.Path, req.Target))
+			e, err := wire.Entry{}, sh.Symlink(req.Path, req.Target)
+			if err == nil {
+				e, err = sh.Stat(req.Path)
+			}
+			sv.replyMsg(r, &e, err)
 		}
 	case wire.OpSetAttr:
 		var req wire.SetAttrReq

@@ -82,13 +82,15 @@ func bodyType(h Header) message {
 		}
 		return &PutReq{}
 	case OpMkdir:
-		if !reply {
-			return &MkdirReq{}
+		if reply {
+			return &Entry{}
 		}
+		return &MkdirReq{}
 	case OpSymlink:
-		if !reply {
-			return &SymlinkReq{}
+		if reply {
+			return &Entry{}
 		}
+		return &SymlinkReq{}
 	case OpSetAttr:
 		if reply {
 			return &ChangeResp{}
