@@ -48,13 +48,8 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		n.mu.Lock()
-		pass := n.passOpens > 0
-		n.mu.Unlock()
-		if pass {
-			return nil, 0, n.refuseWriteOpen()
-		}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && !n.passDrained(ctx) {
+		return nil, 0, n.refuseWriteOpen()
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		n.wb.Truncate(0)
@@ -83,6 +78,29 @@ func (n *Node) refuseWriteOpen() syscall.Errno {
 	n.root.log.Warn("open for writing refused: the file is being read through FUSE passthrough; "+
 		"close its readers first, or mount with --no-passthrough", "path", n.path())
 	return syscall.ETXTBSY
+}
+
+// passDrainWait is how long an open for writing waits for the passthrough opens of its file
+// to end. close(2) returns before the kernel sends RELEASE, so a program that closes a
+// reader and opens the file for writing at once would otherwise meet its own reader.
+const passDrainWait = time.Second
+
+// passDrained reports whether the file has no passthrough open, waiting up to passDrainWait
+// for the ones there are to be released.
+func (n *Node) passDrained(ctx context.Context) bool {
+	deadline := time.Now().Add(passDrainWait)
+	for {
+		n.mu.Lock()
+		pass := n.passOpens
+		n.mu.Unlock()
+		if pass == 0 {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // openHandle builds the handle for an open of the file described by e.
