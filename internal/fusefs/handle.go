@@ -20,8 +20,11 @@ import (
 type Handle struct {
 	n        *Node
 	writable bool
-	pass     bool   // served by FUSE passthrough
-	inline   []byte // whole content, when the listing carried it and the file is not written
+	pass     bool // served by FUSE passthrough
+	// fills says the kernel keeps this open's READ replies in its page cache (not an
+	// O_DIRECT open), so they count toward what its pages hold (pages.go).
+	fills  bool
+	inline []byte // whole content, when the listing carried it and the file is not written
 
 	mu       sync.Mutex // guards cf and lastEnd
 	cf       *cache.File
@@ -105,7 +108,8 @@ func (n *Node) passDrained(ctx context.Context) bool {
 
 // openHandle builds the handle for an open of the file described by e.
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
-	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1}
+	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
+		fills: flags&syscall.O_DIRECT == 0}
 	n.mu.Lock()
 	if h.writable && n.passOpens > 0 {
 		n.mu.Unlock()
@@ -135,14 +139,17 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 		return nil, 0, toErrno(err)
 	}
 	h.cf = cf
-	if !pending && !cf.Complete() && n.root.passthrough.Load() {
+	// Pages the kernel holds of the whole file serve it at once (pagesWhole); otherwise a
+	// fully cached file is read by passthrough.
+	pages := !pending && n.pagesWhole(version(e))
+	if !pending && !pages && !cf.Complete() && n.root.passthrough.Load() {
 		n.root.settle(ctx, n.path(), cf)
 	}
 	// A fully cached, clean file: the kernel reads the cache file itself (seed 003). The
 	// kernel fails an open that would mix passthrough and page-cached opens of one inode, so
 	// passthrough is used only when no other open of the file exists, or all are passthrough.
 	n.mu.Lock()
-	pass := n.root.passthrough.Load() && !pending && cf.Complete() && (n.opens == 1 || n.passOpens > 0)
+	pass := n.root.passthrough.Load() && !pending && cf.Complete() && (n.opens == 1 && !pages || n.passOpens > 0)
 	if pass {
 		n.passOpens++
 		h.pass = true
@@ -224,6 +231,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			var filled bool
 			filled, err = n.root.readSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
 			if err == nil && filled {
+				h.served(cf, off, end)
 				return fuse.ReadResultData(dest[:end-off]), 0
 			}
 			if err == nil { // the stream stopped first: tagged READs take over
@@ -232,6 +240,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		} else {
 			err = n.root.fetchInto(ctx, n.path(), cf, off, dest[:end-off])
 			if err == nil {
+				h.served(cf, off, end)
 				return fuse.ReadResultData(dest[:end-off]), 0
 			}
 		}
@@ -269,7 +278,16 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	if err != nil && got < int(end-off) {
 		return nil, n.failed("read", err)
 	}
+	h.served(cf, off, off+int64(got))
 	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// served records a READ reply of [off, end) of cf's version, which the kernel keeps in its
+// page cache unless the open bypasses it.
+func (h *Handle) served(cf *cache.File, off, end int64) {
+	if h.fills {
+		h.n.readPages(cf.Version(), off, end)
+	}
 }
 
 // cacheFile returns a reference of its own (Release it) to the handle's cache file,
@@ -477,7 +495,9 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 	cf := h.cf
 	h.cf, h.released = nil, true
 	h.mu.Unlock()
+	complete := false
 	if cf != nil {
+		complete = cf.Complete()
 		cf.Release()
 	}
 	var errno syscall.Errno
@@ -500,6 +520,9 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 		hidden, h.n.hidden = h.n.hidden, ""
 	}
 	h.n.mu.Unlock()
+	if complete && !h.pass && h.n.root.passthrough.Load() {
+		h.n.idlePages()
+	}
 	if hidden != "" {
 		// The last close of a file unlinked while open: now delete it on the owner.
 		if err := h.n.root.owner.Unlink(context.WithoutCancel(ctx), hidden); err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/peertest"
@@ -29,6 +30,84 @@ func readSequentially(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// cacheBypassingPages reads path whole with O_DIRECT: the daemon fetches it into its chunk
+// cache, but the kernel keeps none of it in its page cache, so the next open of the complete
+// file is served by passthrough rather than from the kernel's pages.
+func cacheBypassingPages(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	raw := make([]byte, 1<<20+4096)
+	buf := raw[4096-int(uintptr(unsafe.Pointer(&raw[0]))%4096):][:1<<20]
+	var out bytes.Buffer
+	if _, err := io.CopyBuffer(&out, struct{ io.Reader }{f}, buf); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestMountRereadFromPages: right after the kernel read a whole file through the mount,
+// opening it again reads the kernel's own pages: no READ reaches the daemon and no
+// passthrough open is made (which would make the kernel empty those pages first). A change
+// on the owner still empties them.
+func TestMountRereadFromPages(t *testing.T) {
+	m := mountShare(t)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "f.bin"), 8<<20+100, 23)
+	want, _ := os.ReadFile(filepath.Join(m.share, "f.bin"))
+	if got := readSequentially(t, filepath.Join(m.mnt, "f.bin")); !bytes.Equal(got, want) {
+		t.Fatal("first read differs")
+	}
+	reads, pass := opCalls(t, m, "read"), counter(t, m, "passthrough_opens")
+	for i := 0; i < 3; i++ {
+		if got := readSequentially(t, filepath.Join(m.mnt, "f.bin")); !bytes.Equal(got, want) {
+			t.Fatalf("re-read %d differs", i+1)
+		}
+	}
+	if r, p := opCalls(t, m, "read")-reads, counter(t, m, "passthrough_opens")-pass; r != 0 || p != 0 {
+		t.Fatalf("re-reads sent %d READs and made %d passthrough opens; want both 0", r, p)
+	}
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "f.bin"), 8<<20+100, 24)
+	want, _ = os.ReadFile(filepath.Join(m.share, "f.bin"))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if bytes.Equal(readSequentially(t, filepath.Join(m.mnt, "f.bin")), want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mount still shows the old contents 5 s after the owner's change")
+		}
+	}
+}
+
+// TestMountIdlePagesGiveWayToPassthrough: the kernel's pages of a whole file are dropped
+// once it stays closed for a few seconds, and the next open reads the chunk cache by
+// passthrough, sending no READ either.
+func TestMountIdlePagesGiveWayToPassthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the idle drop (5 s)")
+	}
+	m := mountShare(t)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "f.bin"), 8<<20, 25)
+	want, _ := os.ReadFile(filepath.Join(m.share, "f.bin"))
+	if got := readSequentially(t, filepath.Join(m.mnt, "f.bin")); !bytes.Equal(got, want) {
+		t.Fatal("first read differs")
+	}
+	time.Sleep(6 * time.Second)
+	reads, pass := opCalls(t, m, "read"), counter(t, m, "passthrough_opens")
+	if got := readSequentially(t, filepath.Join(m.mnt, "f.bin")); !bytes.Equal(got, want) {
+		t.Fatal("re-read differs")
+	}
+	p := counter(t, m, "passthrough_opens") - pass
+	if p == 0 && pass == 0 {
+		t.Skip("the kernel refused FUSE passthrough here (needs CAP_SYS_ADMIN and a kernel with FUSE passthrough)")
+	}
+	if r := opCalls(t, m, "read") - reads; r != 0 || p != 1 {
+		t.Fatalf("re-read after the idle drop sent %d READs and made %d passthrough opens; want 0 and 1", r, p)
+	}
 }
 
 // TestMountSequentialReadStreams: a sequential reader is served by a STREAM that runs ahead of
@@ -145,7 +224,7 @@ func TestMountWriteWhilePassthroughRead(t *testing.T) {
 	m := mountShare(t)
 	path := filepath.Join(m.mnt, "p.bin")
 	peertest.WriteRandomFile(t, filepath.Join(m.share, "p.bin"), 4<<20, 51)
-	readSequentially(t, path) // now fully cached
+	cacheBypassingPages(t, path) // now fully cached, and not in the kernel's pages
 	r, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
