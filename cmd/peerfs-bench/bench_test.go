@@ -95,7 +95,7 @@ func TestQuick(t *testing.T) {
 	t.Run("link", func(t *testing.T) {
 		var rep report
 		decodeSection(t, runQuick(t, bin, "link"), "link", &rep)
-		want := []string{pathTCP, pathTLS, pathTransport, pathCp, pathPull, pathMountRead}
+		want := []string{pathTCP, pathTLS, pathTransport, pathCp, pathPullFirst, pathPull, pathMountRead}
 		if missing := fuseMissing(); missing != nil {
 			want = want[:5]
 			t.Logf("%s not checked: %v", pathMountRead, missing)

@@ -156,6 +156,47 @@ func TestPullLargeFile(t *testing.T) {
 	t.Logf("pulled %d MiB in %.2fs: %.0f MiB/s", size>>20, res.Elapsed, res.Rate/(1<<20))
 }
 
+// TestPullAfterChangeInPlace: the owner remembers the hash of a file it sent whole, keyed by
+// the file's change time; a change in place that keeps the size and puts the mtime back must
+// still be pulled with its new hash, and the unchanged file pulled again verifies too.
+func TestPullAfterChangeInPlace(t *testing.T) {
+	a, b := peertest.Pair(t)
+	src := t.TempDir()
+	path := filepath.Join(src, "f.bin")
+	peertest.WriteRandomFile(t, path, 4<<20, 3)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Share("data", src, true, "beta")
+	// Old enough for the first pull's hash to be remembered (share.racyWindow).
+	time.Sleep(1100 * time.Millisecond)
+	pullTo := func(what string) {
+		t.Helper()
+		dest := t.TempDir()
+		if _, err := pull(t, b, api.PullParams{Peer: "alpha", Share: "data", Path: "f.bin", Dest: dest}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !bytes.Equal(peertest.FileHash(t, path), peertest.FileHash(t, filepath.Join(dest, "f.bin"))) {
+			t.Fatalf("%s: pulled file differs from the owner's", what)
+		}
+	}
+	pullTo("first pull")
+	pullTo("pull of the unchanged file")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0x5a}, 4096), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	pullTo("pull after a change in place with the old mtime")
+}
+
 func TestPullTree(t *testing.T) {
 	files := 10000
 	if testing.Short() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -341,8 +342,9 @@ func (sv *Server) read(r *rpc.Request, sh *Share, req *wire.ReadReq) {
 	r.ReplyBuffer(buf)
 }
 
-// get streams a file: a reader goroutine reads and hashes chunks ahead while this goroutine
-// encrypts and sends them within the receiver's credit.
+// get streams a file: a reader goroutine reads (and hashes) chunks ahead while this
+// goroutine encrypts and sends them within the receiver's credit. The hash of a file sent
+// whole before and unchanged since is not computed again (hashes.go).
 func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 	f, e, err := sh.OpenRead(req.Path)
 	if err != nil {
@@ -354,26 +356,35 @@ func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 		r.Fail(wire.EINVAL, "offset beyond the end of the file")
 		return
 	}
-	h := blake3.New()
-	if req.Offset > 0 {
-		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, int64(req.Offset)), make([]byte, 1<<20)); err != nil {
-			sv.fail(r, err)
-			return
+	start := time.Now()
+	st, stErr := stateOf(f)
+	sum, known := sh.hashes.lookup(st)
+	known = known && stErr == nil
+	var h *blake3.Hasher
+	if !known {
+		h = blake3.New()
+		if req.Offset > 0 {
+			if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, int64(req.Offset)), make([]byte, 1<<20)); err != nil {
+				sv.fail(r, err)
+				return
+			}
 		}
 	}
 	out, err := r.Push(e.AppendTo(nil), req.Window)
 	if err != nil {
 		return
 	}
-	err = bulk.Send(r.Context(), out, f, req.Offset, e.Size, h, nil)
+	var hw io.Writer
+	if h != nil {
+		hw = h
+	}
+	err = bulk.Send(r.Context(), out, f, req.Offset, e.Size, hw, nil)
 	var rerr *bulk.ReadError
 	if err != nil && !errors.As(err, &rerr) {
 		return // cancelled by the receiver or the link is gone
 	}
-	if err == nil {
-		if now, serr := sh.Stat(req.Path); serr != nil || now.Size != e.Size || now.MtimeNs != e.MtimeNs {
-			err = bulk.ErrShrank
-		}
+	if err == nil && !sameFile(sh, req.Path, f, &e, st, stErr) {
+		err = bulk.ErrShrank
 	}
 	if err != nil {
 		if errors.Is(err, bulk.ErrShrank) {
@@ -383,9 +394,32 @@ func (sv *Server) get(r *rpc.Request, sh *Share, req *wire.GetReq) {
 		}
 		return
 	}
-	end := wire.StreamEnd{Size: e.Size}
-	h.Sum(end.Hash[:0])
+	if h != nil {
+		h.Sum(sum[:0])
+		if stErr == nil {
+			sh.hashes.remember(st, sum, start)
+		}
+	}
+	end := wire.StreamEnd{Size: e.Size, Hash: sum}
 	out.End(end.AppendTo(nil))
+}
+
+// sameFile reports whether the file sent, f, still has the state it had when the send began
+// (st, or e where the state could not be read) and is still the file at path (a final
+// symlink followed, as the open did).
+func sameFile(sh *Share, path string, f *os.File, e *wire.Entry, st contentState, stErr error) bool {
+	fi, err := sh.root.Stat(rootName(path))
+	if err != nil {
+		return false
+	}
+	if now := entryFromInfo(fi); now.Size != e.Size || now.MtimeNs != e.MtimeNs || now.Ino != e.Ino {
+		return false
+	}
+	if stErr != nil {
+		return true
+	}
+	after, err := stateOf(f)
+	return err == nil && after == st
 }
 
 // stream pushes a range of a file to a mount reading it sequentially: like get, without the

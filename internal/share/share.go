@@ -33,6 +33,7 @@ type Share struct {
 	readOnly bool
 	root     *os.Root
 	w        watchState // the peers' change subscriptions (watch.go)
+	hashes   hashCache  // hashes of files sent whole (hashes.go)
 }
 
 // Open opens the folder dir for serving as the share name. dir must exist and be a directory.
@@ -58,7 +59,7 @@ func Open(name, dir string, readOnly bool) (*Share, error) {
 		return nil, fmt.Errorf("share %s: cannot open folder %s: check its permissions: %w", name, abs, err)
 	}
 	learnEscapeError(root)
-	return &Share{name: name, dir: abs, readOnly: readOnly, root: root}, nil
+	return &Share{name: name, dir: abs, readOnly: readOnly, root: root, hashes: newHashCache()}, nil
 }
 
 // Name returns the share's name as peers see it.
