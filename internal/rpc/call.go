@@ -154,6 +154,7 @@ func (s *Session) OpenOutStream(ctx context.Context, op wire.Op, body []byte) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	x.startStreaming()
 	f, err := x.reply(ctx)
 	if err != nil {
 		x.in.close()

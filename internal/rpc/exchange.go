@@ -119,6 +119,9 @@ type exchange struct {
 	err      error         // set before failed closes
 
 	ended atomic.Bool // the final frame went out or came in
+	// streaming says this side sends DATA on the exchange: counted in Session.streamsOut
+	// until the exchange ends.
+	streaming atomic.Bool
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the peer sent ERROR: stop sending DATA
@@ -195,6 +198,9 @@ func (x *exchange) fail(err error) {
 // end marks the exchange finished and frees its tag.
 func (x *exchange) end() {
 	if x.ended.CompareAndSwap(false, true) {
+		if x.streaming.Swap(false) {
+			x.s.streamsOut.Add(-1)
+		}
 		x.s.forget(x)
 		if x.cancel != nil {
 			x.cancel()
@@ -203,6 +209,15 @@ func (x *exchange) end() {
 }
 
 func (x *exchange) finished() bool { return x.ended.Load() }
+
+// startStreaming counts the exchange among those this side sends DATA on, until it ends.
+func (x *exchange) startStreaming() {
+	x.streaming.Store(true)
+	x.s.streamsOut.Add(1)
+	if x.finished() && x.streaming.Swap(false) {
+		x.s.streamsOut.Add(-1) // ended meanwhile, before end could see streaming
+	}
+}
 
 // send writes a small frame of this exchange.
 func (x *exchange) send(op wire.Op, flags wire.Flags, body []byte) error {

@@ -83,6 +83,7 @@ func (r *Request) Fail(code wire.Errno, msg string) error {
 // Push answers with head and returns a stream to send DATA frames with, starting with window
 // bytes of credit (the window the request announced). End the stream with OutStream.End.
 func (r *Request) Push(head []byte, window uint32) (*OutStream, error) {
+	r.x.startStreaming()
 	r.x.sendCredit.Store(int64(window))
 	if err := r.x.send(r.Op, 0, head); err != nil {
 		r.x.end()

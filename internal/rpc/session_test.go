@@ -548,3 +548,86 @@ func TestSubscribe(t *testing.T) {
 		sub.Close()
 	}
 }
+
+// inliner serves STAT on the read loop (Inline) after a pause, SHARES in a goroutine at once,
+// and GET as a push stream that stays open until release is closed.
+type inliner struct {
+	release chan struct{}
+}
+
+func (h *inliner) Inline(op wire.Op, size int) bool { return op == wire.OpStat }
+
+func (h *inliner) ServeRequest(r *Request) {
+	switch r.Op {
+	case wire.OpStat:
+		time.Sleep(300 * time.Millisecond)
+		r.Reply([]byte("stat"))
+	case wire.OpShares:
+		r.Reply([]byte("shares"))
+	case wire.OpGet:
+		out, err := r.Push(nil, wire.MinWindow)
+		if err != nil {
+			return
+		}
+		<-h.release
+		out.End(nil)
+	}
+}
+
+// TestInlineServing: a request the handler names inline is served on the read loop, so a
+// request sent while it runs waits for it; while this side pushes a stream, the same request
+// gets a goroutine and the later request is answered at once. The count of pushing exchanges
+// returns to zero when the stream ends.
+func TestInlineServing(t *testing.T) {
+	h := &inliner{release: make(chan struct{})}
+	a, b := sessionPair(t, h)
+	ctx := context.Background()
+	// sharesWait sends STAT, then SHARES 20 ms later, and returns how long SHARES took.
+	sharesWait := func() time.Duration {
+		t.Helper()
+		stat := make(chan error, 1)
+		go func() {
+			buf, err := a.Call(ctx, wire.OpStat, nil)
+			if err == nil {
+				buf.Release()
+			}
+			stat <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+		t0 := time.Now()
+		buf, err := a.Call(ctx, wire.OpShares, nil)
+		d := time.Since(t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Release()
+		if err := <-stat; err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := sharesWait(); d < 200*time.Millisecond {
+		t.Fatalf("without a stream: SHARES answered in %v while STAT ran; want it to wait (STAT inline)", d)
+	}
+	head, in, err := a.OpenInStream(ctx, wire.OpGet, nil, wire.MinWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head.Release()
+	if n := b.streamsOut.Load(); n != 1 {
+		t.Fatalf("streams out while pushing: %d, want 1", n)
+	}
+	if d := sharesWait(); d > 150*time.Millisecond {
+		t.Fatalf("while pushing: SHARES took %v; want it answered while STAT runs in a goroutine", d)
+	}
+	close(h.release)
+	if _, _, _, err := in.Next(ctx); err != io.EOF {
+		t.Fatalf("end of stream: %v", err)
+	}
+	in.Close()
+	for deadline := time.Now().Add(time.Second); b.streamsOut.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("streams out after the stream ended: %d", b.streamsOut.Load())
+		}
+	}
+}

@@ -29,6 +29,25 @@ type Server struct {
 // directory of thousands of entries takes few frames, small enough to stream.
 const readdirBatch = 256 << 10
 
+// inlineWrite is the largest WRITE served on the link's read loop (Inline): a small file's
+// contents. Larger ones arrive many at a time from a flush and are served in parallel.
+const inlineWrite = 64 << 10
+
+// Inline implements rpc.Inliner: metadata operations and small writes are quick local
+// system calls with small replies. READDIR, READ and the streams may read much from the disk
+// and are served in goroutines, as FSYNC and FALLOCATE, which may wait for the disk.
+func (sv *Server) Inline(op wire.Op, size int) bool {
+	switch op {
+	case wire.OpShares, wire.OpStat, wire.OpStatfs, wire.OpCreate, wire.OpMkdir, wire.OpSymlink,
+		wire.OpLink, wire.OpUnlink, wire.OpRmdir, wire.OpRename, wire.OpSetAttr,
+		wire.OpGetXattr, wire.OpListXattr, wire.OpSetXattr, wire.OpRemoveXattr:
+		return true
+	case wire.OpWrite:
+		return size <= inlineWrite+wire.MaxPathLen+64
+	}
+	return false
+}
+
 // ServeRequest implements rpc.Handler.
 func (sv *Server) ServeRequest(r *rpc.Request) {
 	switch r.Op {
