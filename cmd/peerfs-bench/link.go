@@ -46,6 +46,8 @@ const (
 	pathTLS       = "bare TLS 1.3 (crypto/tls)"
 	pathTransport = "peerfs transport (TLS + coalescing)"
 	pathCp        = "native cp (same disk)"
+	pathDiskWrite = "disk write (a pull's O_DIRECT path)"
+	pathDiskRead  = "disk read, cold (the owner's O_DIRECT path)"
 	pathPullFirst = "peerfs pull, first (owner hashes)"
 	pathPull      = "peerfs pull, again"
 	pathMountRead = "peerfs mount, cold read"
@@ -64,6 +66,7 @@ func init() {
 //	src/big.bin    the test file; alpha exports src/ read-only as share "bench"
 //	mnt/           beta's mount of alpha:bench, for the cold read through the mount
 //	cp-N, pull-N   the copies of run N, removed after each
+//	disk-N         the disk write reference of run N, removed after it
 //	alpha/, beta/  the daemons' homes
 func runLink(ctx context.Context, o commonOptions) (sec *Section, err error) {
 	keep := o.Dir != ""
@@ -128,6 +131,16 @@ func runLink(ctx context.Context, o commonOptions) (sec *Section, err error) {
 		{pathTransport, func(context.Context, int) (sample, error) { return streamOnce(o.Size, transportPair) }},
 		{pathCp, func(_ context.Context, i int) (sample, error) {
 			return cpOnce(file, filepath.Join(o.Dir, fmt.Sprint("cp-", i)))
+		}},
+		{pathDiskWrite, func(_ context.Context, i int) (sample, error) {
+			return diskWriteOnce(filepath.Join(o.Dir, fmt.Sprint("disk-", i)), o.Size)
+		}},
+		{pathDiskRead, func(context.Context, int) (sample, error) {
+			s, note, err := diskReadOnce(file, o.Size)
+			if note != "" && !slices.Contains(rep.Notes, note) {
+				rep.Notes = append(rep.Notes, note)
+			}
+			return s, err
 		}},
 		{pathPullFirst, func(ctx context.Context, i int) (sample, error) {
 			// A new ctime makes the owner forget the file's hash: this pull hashes it while
@@ -364,6 +377,12 @@ func linkSection(r report) *Section {
   records of a write into 256 KiB socket writes.
 - **native cp (same disk)**: ` + "`cp`" + ` of the test file to a new file beside it: the cost of
   reading and writing the file, which any copy pays.
+- **disk write (a pull's O_DIRECT path)**: the test size written to a new file the way a pull
+  writes what it receives: blocks reserved, then 1 MiB writes straight to the disk
+  (` + "`internal/directio`" + `). No pull can write its file faster than this.
+- **disk read, cold (the owner's O_DIRECT path)**: the test file, its page cache dropped,
+  read the way the owner reads a file it sends: 1 MiB reads straight from the disk. No cold
+  read through a mount can be faster than this: on loopback both peers share this disk.
 - **peerfs pull, first**: two real ` + "`peerfs daemon`" + ` processes; ` + "`peerfs pull`" + ` of the file from the
   CLI, timed end to end (CLI start-up, stream, BLAKE3 on both sides, rename). A chmod before it
   gives the file a new ctime, so the owner hashes it as it sends it, as for any file it has
@@ -404,10 +423,19 @@ func linkReading(r report) []string {
 	tcp, tls, tr := findLinkRow(rows, pathTCP), findLinkRow(rows, pathTLS), findLinkRow(rows, pathTransport)
 	cp, pull, mnt := findLinkRow(rows, pathCp), findLinkRow(rows, pathPull), findLinkRow(rows, pathMountRead)
 	first := findLinkRow(rows, pathPullFirst)
+	dw, dr := findLinkRow(rows, pathDiskWrite), findLinkRow(rows, pathDiskRead)
 	var out []string
 	if pull != nil && tcp != nil && tls != nil {
 		out = append(out, fmt.Sprintf("**peerfs pull: %.0f MiB/s**, %.0f%% of plain TCP and %.0f%% of bare TLS, at %.2f CPU s/GiB.",
 			pull.med, 100*pull.vsTCP, 100*pull.vsTLS, pull.cpu))
+	}
+	if pull != nil && dw != nil && tls != nil {
+		l := fmt.Sprintf("**The disk bounds the pull:** this disk takes the pull's O_DIRECT writes at %.0f MiB/s (%.0f%% of bare TLS), and the pull reaches %.0f%% of that",
+			dw.med, 100*dw.vsTLS, 100*pull.med/dw.med)
+		if dw.med < tls.med {
+			l += "; a pull to this disk cannot reach the link's rate whatever the link does"
+		}
+		out = append(out, l+".")
 	}
 	if first != nil && pull != nil && tls != nil {
 		out = append(out, fmt.Sprintf("**The first pull of a file: %.0f MiB/s** (%.0f%% of bare TLS) at %.2f CPU s/GiB: the owner's BLAKE3 costs %.2f CPU s/GiB more than a pull whose hash it remembers.",
@@ -429,6 +457,9 @@ func linkReading(r report) []string {
 		l := fmt.Sprintf("**Cold read through the mount: %.0f MiB/s**, %.0f%% of plain TCP, at %.2f CPU s/GiB", mnt.med, 100*mnt.vsTCP, mnt.cpu)
 		if pull != nil {
 			l += fmt.Sprintf("; %.2fx the pull's rate", mnt.med/pull.med)
+		}
+		if dr != nil {
+			l += fmt.Sprintf("; %.0f%% of what the owner's disk gives cold (%.0f MiB/s, disk read row)", 100*mnt.med/dr.med, dr.med)
 		}
 		out = append(out, l+".")
 	}

@@ -83,6 +83,10 @@ type mountReport struct {
 	Creates   int              `json:"creates"`
 	SSHFS     string           `json:"sshfs_options,omitempty"`
 	Blksize   map[string]int64 `json:"st_blksize,omitempty"` // of the written file, per target
+	// The disk's own ceilings along peerfs's paths (disk.go), once per run: what the owner's
+	// O_DIRECT writes and cold reads get from the disk both peers share here.
+	DiskWrite []sample `json:"disk_write,omitempty"`
+	DiskRead  []sample `json:"disk_read,omitempty"`
 	Notes     []string         `json:"notes,omitempty"`
 	Workloads []workloadResult `json:"workloads"`
 }
@@ -302,6 +306,9 @@ func runMount(ctx context.Context, o mountOptions) (sec *Section, err error) {
 		{Key: "create", Name: fmt.Sprintf("create %d files of 4 KiB", o.Creates), Unit: "s"},
 	}
 	for i := 0; i < o.Runs; i++ {
+		if err := b.measureDisk(i); err != nil {
+			return nil, fmt.Errorf("disk reference, run %d: %w", i+1, err)
+		}
 		for j := range targets {
 			t := targets[(i+j)%len(targets)]
 			if err := b.runTarget(ctx, t, i); err != nil {
@@ -311,6 +318,26 @@ func runMount(ctx context.Context, o mountOptions) (sec *Section, err error) {
 	}
 	printMountReport(os.Stdout, b.rep)
 	return mountSection(b.rep), nil
+}
+
+// measureDisk times the disk's O_DIRECT write and cold read of the test size (disk.go), the
+// ceilings of the mount's write to the owner and of its cold read.
+func (b *mountBench) measureDisk(run int) error {
+	w, err := diskWriteOnce(filepath.Join(b.o.Dir, fmt.Sprint("disk-", run)), b.o.Size)
+	if err != nil {
+		return err
+	}
+	r, note, err := diskReadOnce(b.bigOwner, b.o.Size)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		b.rep.note("%s", note)
+	}
+	b.rep.DiskWrite, b.rep.DiskRead = append(b.rep.DiskWrite, w), append(b.rep.DiskRead, r)
+	fmt.Fprintf(os.Stderr, "run %d disk    O_DIRECT write %6.0f MiB/s, cold read %6.0f MiB/s\n",
+		run+1, mibs(b.o.Size, w.Seconds), mibs(b.o.Size, r.Seconds))
+	return nil
 }
 
 // runTarget runs the five workloads on one target, from a cold start.
