@@ -61,6 +61,20 @@ func diskWriteOnce(dst string, size int64) (sample, error) {
 	return sample{Seconds: time.Since(t0).Seconds(), CPUSeconds: cpuSelf() - cpu0}, nil
 }
 
+// warmFile reads file through the page cache, untimed, so that the next reader finds it
+// there: on loopback the owner's disk is also the puller's, and a pull of an uncached file
+// would have one disk serve both the owner's reads and the puller's writes, which two
+// devices never share.
+func warmFile(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
+}
+
 // diskReadOnce reads file from the disk as the owner reads a file it streams: its page cache
 // dropped first (as before a cold read through the mount), then 1 MiB aligned reads through
 // directio.Reader. note is dropFileCache's, when the file could not be evicted.

@@ -150,9 +150,15 @@ func runLink(ctx context.Context, o commonOptions) (sec *Section, err error) {
 				return sample{}, err
 			}
 			time.Sleep(1100 * time.Millisecond)
+			if err := warmFile(file); err != nil {
+				return sample{}, err
+			}
 			return peers.pullOnce(ctx, filepath.Join(o.Dir, fmt.Sprint("pull-", i)), o.Size)
 		}},
 		{pathPull, func(ctx context.Context, i int) (sample, error) {
+			if err := warmFile(file); err != nil {
+				return sample{}, err
+			}
 			return peers.pullOnce(ctx, filepath.Join(o.Dir, fmt.Sprint("pull-", i)), o.Size)
 		}},
 	}
@@ -384,7 +390,10 @@ func linkSection(r report) *Section {
   read the way the owner reads a file it sends: 1 MiB reads straight from the disk. No cold
   read through a mount can be faster than this: on loopback both peers share this disk.
 - **peerfs pull, first**: two real ` + "`peerfs daemon`" + ` processes; ` + "`peerfs pull`" + ` of the file from the
-  CLI, timed end to end (CLI start-up, stream, BLAKE3 on both sides, rename). A chmod before it
+  CLI, timed end to end (CLI start-up, stream, BLAKE3 on both sides, rename). The owner's
+  copy is in its page cache (read once, untimed): on loopback its disk is also the puller's,
+  and two devices never share one disk's reads and writes (the disk rows give each alone).
+  A chmod before it
   gives the file a new ctime, so the owner hashes it as it sends it, as for any file it has
   not sent whole before.
 - **peerfs pull, again**: the same pull right after: the owner remembers the hash of the

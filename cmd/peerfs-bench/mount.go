@@ -76,17 +76,17 @@ type workloadResult struct {
 }
 
 type mountReport struct {
-	Machine   string           `json:"machine"`
-	Size      int64            `json:"size"`
-	Runs      int              `json:"runs"`
-	Files     int              `json:"repo_files"`
-	Creates   int              `json:"creates"`
-	SSHFS     string           `json:"sshfs_options,omitempty"`
-	Blksize   map[string]int64 `json:"st_blksize,omitempty"` // of the written file, per target
+	Machine string           `json:"machine"`
+	Size    int64            `json:"size"`
+	Runs    int              `json:"runs"`
+	Files   int              `json:"repo_files"`
+	Creates int              `json:"creates"`
+	SSHFS   string           `json:"sshfs_options,omitempty"`
+	Blksize map[string]int64 `json:"st_blksize,omitempty"` // of the written file, per target
 	// The disk's own ceilings along peerfs's paths (disk.go), once per run: what the owner's
 	// O_DIRECT writes and cold reads get from the disk both peers share here.
-	DiskWrite []sample `json:"disk_write,omitempty"`
-	DiskRead  []sample `json:"disk_read,omitempty"`
+	DiskWrite []sample         `json:"disk_write,omitempty"`
+	DiskRead  []sample         `json:"disk_read,omitempty"`
 	Notes     []string         `json:"notes,omitempty"`
 	Workloads []workloadResult `json:"workloads"`
 }
