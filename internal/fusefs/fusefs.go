@@ -207,6 +207,9 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 			// Replies are built in memory, never from a file descriptor: go-fuse's splice path
 			// would only fetch a pipe, fail to grow it past 1 MiB and log, on every READ.
 			DisableSplice: true,
+			// Setuid and setgid bits are dropped by the mount (killpriv.go), so the kernel
+			// stops asking for security.capability before every write.
+			ExtraCapabilities: killPrivCaps,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,8 @@ type Handle struct {
 	// O_DIRECT open), so they count toward what its pages hold (pages.go).
 	fills  bool
 	inline []byte // whole content, when the listing carried it and the file is not written
+	// wrote is set at the handle's first write, which drops setuid and setgid (killpriv.go).
+	wrote atomic.Bool
 
 	mu       sync.Mutex // guards cf and lastEnd
 	cf       *cache.File
@@ -57,8 +60,12 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		n.wb.Truncate(0)
 		before, known := n.root.replica.Stat(n.path())
+		req := wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize}
+		if mode, kill := killedMode(e.Mode & 0o7777); kill && !mayKeepPrivs(ctx) {
+			req.Valid, req.Mode = req.Valid|wire.SetMode, mode
+		}
 		n.root.stats.roundTrips.Add(1)
-		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize})
+		resp, err := n.root.owner.SetAttr(ctx, req)
 		if err != nil {
 			return nil, 0, toErrno(err)
 		}
@@ -328,6 +335,11 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	n.root.stats.write.Add(int64(len(data)))
 	if err := n.wb.Err(); err != nil {
 		return 0, toErrno(err)
+	}
+	if !h.wrote.Swap(true) {
+		if errno := n.killPrivs(ctx); errno != 0 {
+			return 0, errno
+		}
 	}
 	n.wb.Write(data, off)
 	n.mu.Lock()
