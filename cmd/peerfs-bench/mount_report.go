@@ -165,7 +165,7 @@ func mountDetails(r *mountReport) []string {
 				}
 			}
 			out = append(out, l)
-		case "warm_read":
+		case "warm_read", "warm_read_later":
 			pt := 0
 			for _, s := range ss {
 				if s.PassthroughOpens > 0 {
@@ -173,7 +173,7 @@ func mountDetails(r *mountReport) []string {
 				}
 			}
 			if len(ss) > 0 {
-				out = append(out, fmt.Sprintf("peerfs warm re-read: opened by FUSE passthrough in %d of %d runs", pt, len(ss)))
+				out = append(out, fmt.Sprintf("peerfs %s: opened by FUSE passthrough in %d of %d runs", w.Name, pt, len(ss)))
 			}
 		}
 	}

@@ -27,7 +27,7 @@ import (
 // Pages and passthrough: a passthrough open makes the kernel empty the file's pages first
 // (go-fuse cannot pass FOPEN_KEEP_CACHE with FOPEN_PASSTHROUGH), which for a file just read
 // whole stalls the open for about 0.15 s per GiB here. So while the pages are known to hold
-// the whole file, opens read them instead; once the file stays closed for pagesIdle, the
+// the whole file, opens read them instead; once the file stays closed for PagesIdle, the
 // mount drops them in the background and later opens use passthrough, which reads the
 // chunk cache's file as fast as a local one. If memory pressure took some of those pages
 // meanwhile, the kernel asks for them again with READs, served from the chunk cache.
@@ -38,7 +38,7 @@ type pageState struct {
 	// read is what the kernel read of ver through READ replies since its pages were last
 	// emptied or changed: its page cache holds those ranges, unless memory pressure took some.
 	read spans
-	// idle drops pages that hold a whole file once it has been closed for pagesIdle
+	// idle drops pages that hold a whole file once it has been closed for PagesIdle
 	// (dropIdlePages).
 	idle *time.Timer
 	// own holds the versions this mount's recent WRITEs left the file in, so that their
@@ -51,9 +51,9 @@ type pageState struct {
 }
 
 const (
-	// pagesIdle is how long the kernel's pages of a whole, fully cached file stay once the
+	// PagesIdle is how long the kernel's pages of a whole, fully cached file stay once the
 	// file is closed: opens within it read those pages; later ones use passthrough.
-	pagesIdle   = 5 * time.Second
+	PagesIdle   = 5 * time.Second
 	ownVersions = 32
 	// sharedWrites is how long after a change made elsewhere this mount stops trusting its
 	// own flushes to be the only changes of the file.
@@ -100,7 +100,7 @@ func (n *Node) pagesWhole(v cache.Version) bool {
 }
 
 // idlePages arms, at the last close of a file whose pages hold it whole, the drop of those
-// pages pagesIdle later: the chunk cache holds the file too, and passthrough reads it from
+// pages PagesIdle later: the chunk cache holds the file too, and passthrough reads it from
 // there as fast as a local file, so the kernel need not keep two copies.
 func (n *Node) idlePages() {
 	n.mu.Lock()
@@ -110,9 +110,9 @@ func (n *Node) idlePages() {
 		return
 	}
 	if ps.idle == nil {
-		ps.idle = time.AfterFunc(pagesIdle, n.dropIdlePages)
+		ps.idle = time.AfterFunc(PagesIdle, n.dropIdlePages)
 	} else {
-		ps.idle.Reset(pagesIdle)
+		ps.idle.Reset(PagesIdle)
 	}
 }
 
