@@ -393,9 +393,8 @@ func linkSection(r report) *Section {
   CLI, timed end to end (CLI start-up, stream, BLAKE3 on both sides, rename). The owner's
   copy is in its page cache (read once, untimed): on loopback its disk is also the puller's,
   and two devices never share one disk's reads and writes (the disk rows give each alone).
-  A chmod before it
-  gives the file a new ctime, so the owner hashes it as it sends it, as for any file it has
-  not sent whole before.
+  A chmod before it gives the file a new ctime, so the owner hashes it as it sends it, as
+  for any file it has not sent whole before.
 - **peerfs pull, again**: the same pull right after: the owner remembers the hash of the
   unchanged file (same device, inode, size, mtime and ctime) and only reads it; the puller
   still hashes what it receives and compares.
@@ -439,10 +438,14 @@ func linkReading(r report) []string {
 			pull.med, 100*pull.vsTCP, 100*pull.vsTLS, pull.cpu))
 	}
 	if pull != nil && dw != nil && tls != nil {
-		l := fmt.Sprintf("**The disk bounds the pull:** this disk takes the pull's O_DIRECT writes at %.0f MiB/s (%.0f%% of bare TLS), and the pull reaches %.0f%% of that",
-			dw.med, 100*dw.vsTLS, 100*pull.med/dw.med)
+		head := "The disk's ceiling for the pull"
+		if pull.med >= 0.85*dw.med {
+			head = "The disk bounds the pull"
+		}
+		l := fmt.Sprintf("**%s:** this disk takes the pull's O_DIRECT writes at %.0f MiB/s (%.0f%% of bare TLS), and the pull reaches %.0f%% of that",
+			head, dw.med, 100*dw.vsTLS, 100*pull.med/dw.med)
 		if dw.med < tls.med {
-			l += "; a pull to this disk cannot reach the link's rate whatever the link does"
+			l += "; no pull to this disk can reach the link's rate"
 		}
 		out = append(out, l+".")
 	}

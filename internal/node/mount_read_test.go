@@ -57,7 +57,13 @@ func cacheBypassingPages(t *testing.T, path string) []byte {
 // on the owner still empties them.
 func TestMountRereadFromPages(t *testing.T) {
 	m := mountShare(t)
-	peertest.WriteRandomFile(t, filepath.Join(m.share, "f.bin"), 8<<20+100, 23)
+	// Written aside and renamed into place: the owner's events for f.bin then carry only the
+	// final version. An event for a half-written version, arriving late on a loaded machine,
+	// would rightly make the mount drop the pages this test expects to be read.
+	peertest.WriteRandomFile(t, filepath.Join(m.share, ".f.bin.tmp"), 8<<20+100, 23)
+	if err := os.Rename(filepath.Join(m.share, ".f.bin.tmp"), filepath.Join(m.share, "f.bin")); err != nil {
+		t.Fatal(err)
+	}
 	want, _ := os.ReadFile(filepath.Join(m.share, "f.bin"))
 	if got := readSequentially(t, filepath.Join(m.mnt, "f.bin")); !bytes.Equal(got, want) {
 		t.Fatal("first read differs")
