@@ -60,12 +60,8 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		n.wb.Truncate(0)
 		before, known := n.root.replica.Stat(n.path())
-		req := wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize}
-		if mode, kill := killedMode(e.Mode & 0o7777); kill && !mayKeepPrivs(ctx) {
-			req.Valid, req.Mode = req.Valid|wire.SetMode, mode
-		}
 		n.root.stats.roundTrips.Add(1)
-		resp, err := n.root.owner.SetAttr(ctx, req)
+		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize})
 		if err != nil {
 			return nil, 0, toErrno(err)
 		}
@@ -336,7 +332,7 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if err := n.wb.Err(); err != nil {
 		return 0, toErrno(err)
 	}
-	if !h.wrote.Swap(true) {
+	if !h.wrote.Load() && !h.wrote.Swap(true) {
 		if errno := n.killPrivs(ctx); errno != 0 {
 			return 0, errno
 		}

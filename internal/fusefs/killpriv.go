@@ -25,10 +25,12 @@ import (
 // killPrivCaps is the capability the mount negotiates with the kernel.
 const killPrivCaps = fuse.CAP_HANDLE_KILLPRIV_V2
 
-// killedMode returns mode without the bits that a write or truncate by an unprivileged
-// process drops, and whether there were any: setuid, and setgid when the group may execute.
+// killedMode returns the permission bits of mode (a wire.Entry's, type bits included)
+// without those that a write or truncate by an unprivileged process drops, and whether there
+// were any: setuid, and setgid when the group may execute.
 func killedMode(mode uint32) (uint32, bool) {
 	const setgidExec = syscall.S_ISGID | syscall.S_IXGRP
+	mode &= 0o7777
 	kill := mode & syscall.S_ISUID
 	if mode&setgidExec == setgidExec {
 		kill |= syscall.S_ISGID
@@ -74,15 +76,12 @@ func effectiveCaps(pid uint32) (uint64, bool) {
 // changes it, when the replica knows the file has them. The kernel learns the new mode at
 // once.
 func (n *Node) killPrivs(ctx context.Context) syscall.Errno {
-	if mayKeepPrivs(ctx) {
-		return 0
-	}
 	e, known := n.root.replica.Stat(n.path())
 	if !known {
 		return 0
 	}
-	mode, kill := killedMode(e.Mode & 0o7777)
-	if !kill {
+	mode, kill := killedMode(e.Mode)
+	if !kill || mayKeepPrivs(ctx) { // the mode first: mayKeepPrivs reads /proc
 		return 0
 	}
 	in := &fuse.SetAttrIn{}

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"os"
+	"syscall"
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -18,7 +19,8 @@ func TestKilledMode(t *testing.T) {
 		{0o2755, 0o755, true},   // setgid with group execute
 		{0o2745, 0o2745, false}, // setgid without it marks mandatory locking, kept
 		{0o6711, 0o711, true},
-		{0o1777, 0o1777, false}, // sticky stays
+		{0o1777, 0o1777, false},                 // sticky stays
+		{syscall.S_IFREG | 0o4755, 0o755, true}, // a wire.Entry's mode: type bits go
 	} {
 		got, kill := killedMode(c.mode)
 		if got != c.want || kill != c.kill {

@@ -203,7 +203,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && req.Valid&wire.SetMode == 0 {
 		// A truncate by a process without CAP_FSETID (HANDLE_KILLPRIV_V2, killpriv.go).
 		if e, known := n.root.replica.Stat(p); known {
-			if mode, kill := killedMode(e.Mode & 0o7777); kill {
+			if mode, kill := killedMode(e.Mode); kill {
 				req.Valid |= wire.SetMode
 				req.Mode = mode
 			}

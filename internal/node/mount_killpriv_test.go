@@ -25,6 +25,7 @@ func TestMountDropsSetuidOnWrite(t *testing.T) {
 		"suid-write":   0o755 | os.ModeSetuid,
 		"sgid-write":   0o775 | os.ModeSetgid,
 		"suid-trunc":   0o755 | os.ModeSetuid,
+		"suid-otrunc":  0o755 | os.ModeSetuid,
 		"suid-as-root": 0o755 | os.ModeSetuid,
 	}
 	for name, mode := range modes {
@@ -58,6 +59,9 @@ func TestMountDropsSetuidOnWrite(t *testing.T) {
 	unprivileged("sh", "-c", `printf 'echo hi\n' >> "$1"`, "sh", filepath.Join(m.mnt, "suid-write"))
 	unprivileged("sh", "-c", `printf 'echo hi\n' >> "$1"`, "sh", filepath.Join(m.mnt, "sgid-write"))
 	unprivileged("truncate", "-s", "3", filepath.Join(m.mnt, "suid-trunc"))
+	// An O_TRUNC open without a write: the kernel truncates with a SETATTR of its own, marked
+	// like truncate's.
+	unprivileged("sh", "-c", `: > "$1"`, "sh", filepath.Join(m.mnt, "suid-otrunc"))
 	f, err := os.OpenFile(filepath.Join(m.mnt, "suid-as-root"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +77,7 @@ func TestMountDropsSetuidOnWrite(t *testing.T) {
 		"suid-write":   0o755,
 		"sgid-write":   0o775,
 		"suid-trunc":   0o755,
+		"suid-otrunc":  0o755,
 		"suid-as-root": 0o755 | os.ModeSetuid,
 	}
 	for name, mode := range want {
