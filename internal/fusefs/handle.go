@@ -407,6 +407,13 @@ func (n *Node) flush(ctx context.Context) syscall.Errno { return n.flushWith(ctx
 // flushWith sends the file's dirty data, or only its full pieces (fullOnly), and records the
 // owner's view of the file after the last write.
 func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
+	n.flushStart()
+	defer n.flushDone()
+	// One flush at a time (the write-behind one, a close's, the timer's): each must read
+	// the file's state from the replica after the previous one recorded its result, or its
+	// first WRITE would find a state it does not know and take it for a change elsewhere.
+	n.flushMu.Lock()
+	defer n.flushMu.Unlock()
 	p := n.path()
 	before, known := n.root.replica.Stat(p)
 	// A file that was empty when the flush began (created or truncated here) and that the
@@ -426,7 +433,16 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 		posts   []wire.Entry     // and after
 		kept    []written
 		covered int64
+		// States this flush's WRITEs found the file in or left it in, starting from the one
+		// the replica knew: a WRITE that found one of them left an echo (wroteState).
+		// Replies can arrive out of order; those that found an unknown state wait in
+		// unchained until the state they found shows up.
+		chained   = map[wire.FileState]bool{}
+		unchained []wire.ChangeResp
 	)
+	if known && before.IsRegular() {
+		chained[before.State()] = true
+	}
 	flush := n.wb.FlushWith
 	if fullOnly {
 		flush = n.wb.FlushFull
@@ -445,6 +461,7 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 			}
 			pres = append(pres, resp.Pre)
 			posts = append(posts, *e)
+			unchained = n.chainEchoes(chained, append(unchained, resp))
 			if keep && off+int64(len(data)) <= inlineMax {
 				kept = append(kept, written{off, bytes.Clone(data)})
 				covered += int64(len(data))
@@ -469,6 +486,24 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 		n.root.replica.Put(p, last)
 	}
 	return toErrno(err)
+}
+
+// chainEchoes records as echoes the states left by the WRITE replies in pending that found
+// the file in a chained state (which chains their own), until none does, and returns the rest.
+func (n *Node) chainEchoes(chained map[wire.FileState]bool, pending []wire.ChangeResp) []wire.ChangeResp {
+	for progress := true; progress; {
+		progress = false
+		for i := 0; i < len(pending); i++ {
+			if r := &pending[i]; chained[r.Pre] {
+				chained[r.Entry.State()] = true
+				n.wroteState(&r.Entry)
+				pending = append(pending[:i], pending[i+1:]...)
+				progress = true
+				i--
+			}
+		}
+	}
+	return pending
 }
 
 var _ = (fs.FileFlusher)((*Handle)(nil))

@@ -37,6 +37,8 @@ type Node struct {
 	timerArmed bool
 	// behind says a write-behind flush runs in the background (writeBehind).
 	behind bool
+	// flushMu serialises the file's flushes (flushWith).
+	flushMu sync.Mutex
 	// pages is what the kernel's page cache holds of the file (pages.go).
 	pages pageState
 }

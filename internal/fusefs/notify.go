@@ -31,6 +31,15 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			// rather than apply the event's view.
 			old, had := r.replica.Stat(p)
 			node := r.node(p)
+			// A state one of this mount's WRITEs left the file in, reported while its flush
+			// still runs (the replica learns the final state when it ends) or after: nothing
+			// changed that the kernel does not know. Dropping the pages and attributes of a
+			// file being copied in at every such event took a sixth of the mount's CPU time,
+			// and the next read of the file had to fetch it all again.
+			if ev.Kind == wire.EventChanged && node != nil && ev.Entry.IsRegular() &&
+				(node.isEcho(&ev.Entry) || node.eventDuringFlush(ev)) {
+				continue
+			}
 			// Most events echo this mount's own operations (a create, the writes of a close,
 			// an unlink): when the replica already shows what the event says, there is
 			// nothing to forget, and the next lookup of the name costs no round trip. The

@@ -45,16 +45,33 @@ type pageState struct {
 	// echoes as change events keep the pages.
 	own  [ownVersions]cache.Version
 	ownN int
+	// echoes holds the exact states (with ctime) this mount's recent WRITEs left the file
+	// in, recorded as each reply arrives: a change event naming one of them is this mount's
+	// own write, even while the flush that made it is still under way (echo).
+	echoes [ownVersions]echo
+	echoN  int
+	// flushing counts the flushes of the file under way; deferred holds the change events
+	// that arrived meanwhile and were not yet known for echoes (eventDuringFlush).
+	flushing int
+	deferred []wire.Event
 	// elsewhere is when the owner last reported a change of the file that was not this
 	// mount's own.
 	elsewhere time.Time
 }
 
+// echo is a state of a file on the owner: a change made elsewhere changes its ctime at least.
+type echo struct {
+	state wire.FileState
+	ino   uint64
+}
+
+func echoOf(e *wire.Entry) echo { return echo{e.State(), e.Ino} }
+
 const (
 	// PagesIdle is how long the kernel's pages of a whole, fully cached file stay once the
 	// file is closed: opens within it read those pages; later ones use passthrough.
 	PagesIdle   = 5 * time.Second
-	ownVersions = 32
+	ownVersions = 64
 	// sharedWrites is how long after a change made elsewhere this mount stops trusting its
 	// own flushes to be the only changes of the file.
 	sharedWrites = 10 * time.Second
@@ -159,6 +176,93 @@ func (n *Node) ownVersion(v cache.Version) {
 func (ps *pageState) addOwn(v cache.Version) {
 	ps.own[ps.ownN%ownVersions] = v
 	ps.ownN++
+}
+
+// wroteState records that one of this mount's WRITEs left the file in state e on the owner,
+// having found it in a state this mount knew or made: the change event for e is an echo.
+// After a change made elsewhere lately, none is recorded (as flushed trusts no flush then).
+func (n *Node) wroteState(e *wire.Entry) {
+	n.mu.Lock()
+	ps := &n.pages
+	if !ps.elsewhere.IsZero() && time.Since(ps.elsewhere) < sharedWrites {
+		n.mu.Unlock()
+		return
+	}
+	k := echoOf(e)
+	ps.echoes[ps.echoN%ownVersions] = k
+	ps.echoN++
+	// An event that overtook this reply is an echo after all.
+	for i := 0; i < len(ps.deferred); i++ {
+		if echoOf(&ps.deferred[i].Entry) == k {
+			ps.deferred = append(ps.deferred[:i], ps.deferred[i+1:]...)
+			i--
+		}
+	}
+	n.mu.Unlock()
+}
+
+// isEcho reports whether e is a state this mount's own WRITEs left the file in.
+func (n *Node) isEcho(e *wire.Entry) bool {
+	k := echoOf(e)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ps := &n.pages
+	for i := range min(ps.echoN, ownVersions) {
+		if ps.echoes[i] == k {
+			return true
+		}
+	}
+	return false
+}
+
+// eventDuringFlush holds back a change event of the file that arrives while a flush of it
+// runs and names no state this mount's WRITEs are known to have left: the owner often
+// describes a file just after a WRITE and before its reply went out, so the event overtakes
+// the reply that makes it an echo. The flush's end looks at it again (flushDone).
+func (n *Node) eventDuringFlush(ev wire.Event) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ps := &n.pages
+	if ps.flushing == 0 {
+		return false
+	}
+	for i := range ps.deferred {
+		if ps.deferred[i].Path == ev.Path {
+			ps.deferred[i] = ev // the later event supersedes: it describes the file as it is now
+			return true
+		}
+	}
+	ps.deferred = append(ps.deferred, ev)
+	return true
+}
+
+// flushStart and flushDone bracket a flush. The last flush to end applies the events held
+// back meanwhile that still name no echo, from another goroutine (a flush runs inside FUSE
+// operations, where notifying the kernel can deadlock).
+func (n *Node) flushStart() {
+	n.mu.Lock()
+	n.pages.flushing++
+	n.mu.Unlock()
+}
+
+func (n *Node) flushDone() {
+	n.mu.Lock()
+	ps := &n.pages
+	ps.flushing--
+	var held []wire.Event
+	if ps.flushing == 0 {
+		held, ps.deferred = ps.deferred, nil
+	}
+	n.mu.Unlock()
+	foreign := held[:0]
+	for _, ev := range held {
+		if !n.isEcho(&ev.Entry) {
+			foreign = append(foreign, ev)
+		}
+	}
+	if len(foreign) > 0 {
+		go n.root.ApplyEvents(foreign)
+	}
 }
 
 // changedElsewhere records that the owner reported a version of the file that the kernel's

@@ -1,7 +1,9 @@
 package node_test
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,5 +46,46 @@ func TestMountOwnChangesCostNoLookups(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(m.share, "own")); len(left) != 0 {
 		t.Fatalf("%d files left on the owner", len(left))
+	}
+}
+
+// TestMountLargeWriteKeepsPages: the owner's change events that arrive while a large file is
+// written through the mount, and after, name states the mount's own WRITEs left the file in
+// (often before their replies arrive): they keep the kernel's pages and the mount's view of
+// the file. Reading the file back right after sends no READ, and stat no request.
+func TestMountLargeWriteKeepsPages(t *testing.T) {
+	m := mountShare(t)
+	const size = 48 << 20 // many write-behind flushes, over several 20 ms event windows
+	want := make([]byte, size)
+	rand.NewChaCha8([32]byte{9}).Read(want)
+	f, err := os.Create(filepath.Join(m.mnt, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < size; off += 1 << 20 {
+		if _, err := f.Write(want[off : off+1<<20]); err != nil {
+			t.Fatal(err)
+		}
+		if off%(8<<20) == 0 {
+			time.Sleep(25 * time.Millisecond) // let events arrive mid-write on a fast machine too
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the last events arrive (20 ms coalescing)
+	trips, reads := counter(t, m, "round_trips"), opCalls(t, m, "read")
+	if fi, err := os.Stat(filepath.Join(m.mnt, "big.bin")); err != nil || fi.Size() != size {
+		t.Fatalf("stat: %v, %v", fi, err)
+	}
+	got, err := os.ReadFile(filepath.Join(m.mnt, "big.bin"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back %d bytes, %v; want the %d written", len(got), err, size)
+	}
+	if r, n := opCalls(t, m, "read")-reads, counter(t, m, "round_trips")-trips; r != 0 || n != 0 {
+		t.Errorf("reading back a file just written sent %d READs and made %d round trips; want 0 and 0", r, n)
+	}
+	if onOwner, _ := os.ReadFile(filepath.Join(m.share, "big.bin")); !bytes.Equal(onOwner, want) {
+		t.Fatal("the owner's copy differs")
 	}
 }

@@ -58,6 +58,13 @@ func (s *Share) subscribe(log *slog.Logger) (*watch.Sub, error) {
 			s.w.mu.Unlock()
 			return nil, fail(op, "", err)
 		}
+		// An event describes a file as a WRITE or SETATTR left it, never in between: a
+		// mount tells its own writes' echoes by the exact state their replies gave.
+		hub.Settle = func(ino uint64) func() {
+			mu := lockFor(ino)
+			mu.Lock()
+			return mu.Unlock
+		}
 		s.w.hub = hub
 	}
 	hub := s.w.hub

@@ -457,6 +457,18 @@ func (h *Hub) lookup(path string) (wire.Event, bool) {
 		return wire.Event{}, false // unreadable or refused: a peer's STAT would say why
 	}
 	e := EntryOf(fi)
+	if e.IsRegular() && h.Settle != nil {
+		release := h.Settle(e.Ino)
+		fi, err = h.root.Lstat(name)
+		release()
+		if gone(err) {
+			return wire.Event{Kind: wire.EventRemoved, Path: path}, true
+		}
+		if err != nil {
+			return wire.Event{}, false
+		}
+		e = EntryOf(fi)
+	}
 	if e.IsSymlink() {
 		target, err := h.root.Readlink(name)
 		if gone(err) {

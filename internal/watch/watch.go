@@ -59,6 +59,12 @@ type Hub struct {
 	Window   time.Duration
 	DirLimit int
 	QueueLen int
+	// Settle, when set, is called with a regular file's inode number before the file is
+	// described, and the function it returns after: it waits out a write to the file under
+	// way, so that an event reports a state a writer left the file in (one its writer was
+	// told of) rather than one caught halfway, with the time of a write that has not yet
+	// grown the file. Set it before the first Subscribe.
+	Settle func(ino uint64) (release func())
 
 	dir  string   // absolute path of the folder, for the fallback watch path only
 	root *os.Root // every Lstat and directory listing goes through it
