@@ -126,8 +126,8 @@ func TestQuick(t *testing.T) {
 		} else {
 			t.Logf("sshfs column not checked: %v", missing)
 		}
-		if len(rep.Workloads) != 6 {
-			t.Fatalf("%d workloads in the report, want 6", len(rep.Workloads))
+		if len(rep.Workloads) != 7 {
+			t.Fatalf("%d workloads in the report, want 7", len(rep.Workloads))
 		}
 		for _, w := range rep.Workloads {
 			for _, target := range want {

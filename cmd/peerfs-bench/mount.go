@@ -29,8 +29,9 @@ import (
 //	ssh/          sshd's config, keys and pid file
 //	alpha/, beta/ the daemons' homes; alpha.log, beta.log their logs
 //
-// One run takes each target in turn (the order rotates from run to run) and runs the five
-// workloads on it in order: cold read, warm re-read, write, git clone, creates. Before a
+// One run takes each target in turn (the order rotates from run to run) and runs the
+// workloads on it in order: cold read, warm re-read, write, reading the written file back,
+// git clone, creates, and the warm re-read once the mount let its pages go. Before a
 // target's run its state is made cold: peerfs gets a restarted beta daemon with an empty
 // chunk cache and a fresh mount, sshfs a fresh mount, and the owner's copy of big.bin is
 // evicted from the page cache right before the cold read.
@@ -305,6 +306,7 @@ func runMount(ctx context.Context, o mountOptions) (sec *Section, err error) {
 		{Key: "warm_read", Name: "warm re-read right after, " + size, Unit: "MiB/s", Bytes: o.Size},
 		{Key: "warm_read_later", Name: "warm re-read later, " + size, Unit: "MiB/s", Bytes: o.Size},
 		{Key: "write", Name: "write " + size + " (cp)", Unit: "MiB/s", Bytes: o.Size},
+		{Key: "written_read", Name: "read back right after writing it, " + size, Unit: "MiB/s", Bytes: o.Size},
 		{Key: "git_clone", Name: fmt.Sprintf("git clone, %d files", o.Files), Unit: "s"},
 		{Key: "create", Name: fmt.Sprintf("create %d files of 4 KiB", o.Creates), Unit: "s"},
 	}
@@ -387,6 +389,16 @@ func (b *mountBench) runTarget(ctx context.Context, t *target, run int) (err err
 			return s, err
 		}, ""},
 		{"write", func(ctx context.Context) (mountSample, error) { return b.write(ctx, t, run) }, "write.bin"},
+		// What a build reads right after writing it (objects, then the link): the kernel's
+		// pages of the file written through the mount serve it, if the mount kept them.
+		{"written_read", func(ctx context.Context) (mountSample, error) {
+			written := filepath.Join(t.dir, "write.bin")
+			s, err := b.read(ctx, t, written)
+			if err == nil {
+				err = os.Remove(written)
+			}
+			return s, err
+		}, ""},
 		{"git_clone", func(ctx context.Context) (mountSample, error) { return b.clone(ctx, t, run) }, outputName("clone", t, run)},
 		{"create", func(ctx context.Context) (mountSample, error) { return b.create(ctx, t, run) }, outputName("create", t, run)},
 		// The same file read again once the mount has let the kernel's pages of it go
@@ -539,7 +551,7 @@ func (b *mountBench) write(ctx context.Context, t *target, run int) (mountSample
 			return s, fmt.Errorf("after cp into %s: %w", t.name, err)
 		}
 	}
-	return s, os.Remove(dst)
+	return s, nil // read back, then removed, by written_read
 }
 
 // clone runs git clone of local/repo into the target.
