@@ -190,6 +190,8 @@ chunk cache emptied (daemon restarted) and the owner's page cache for the file d
 Workloads run interleaved, in rotating order. Each run first times the disk itself along the
 owner's paths (1 MiB O_DIRECT writes to a new file, 1 MiB O_DIRECT reads of the file with its
 page cache dropped): the ceilings of the write through the mount and of its cold read.
+Before each workload the harness syncs, so none pays for writing back what an earlier one
+left dirty (on loopback that writeback would share the owner's disk).
 
 `)
 	fmt.Fprintf(&b, "%s file, %d-file repository, %d creates, %d runs, medians (min-max):\n\n", spelledSize(r.Size), r.Files, r.Creates, r.Runs)
