@@ -187,11 +187,13 @@ func (x *exchange) fail(err error) {
 	x.failOnce.Do(func() {
 		x.err = err
 		close(x.failed)
+		x.in.wake()
+		// Ended before its context is cancelled: a handler that wakes on the cancellation
+		// finds the exchange finished and sends nothing after the peer's CANCEL.
+		x.end()
 		if x.cancel != nil {
 			x.cancel()
 		}
-		x.in.wake()
-		x.end()
 	})
 }
 
