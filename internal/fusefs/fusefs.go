@@ -144,6 +144,8 @@ type Root struct {
 	// gen is bumped whenever the owner's namespace is rescanned, so stale kernel entries
 	// cannot alias new files.
 	gen atomic.Uint64
+	// watching says change events flow (EventsFlowing, EventsStopped).
+	watching atomic.Bool
 }
 
 // New builds the root of a mount; Mount serves it.

@@ -130,7 +130,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		e, err = n.root.owner.Stat(ctx, p)
 		if toErrno(err) == syscall.ENOENT {
 			n.root.replica.Remove(p)
-			return nil, syscall.ENOENT
+			return nil, n.root.absent(out)
 		}
 		if err != nil {
 			return nil, toErrno(err)
@@ -144,9 +144,20 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		e, found, _ = n.root.replica.Lookup(dir, name)
 	}
 	if !found {
-		return nil, syscall.ENOENT
+		return nil, n.root.absent(out)
 	}
 	return n.newChild(ctx, &e, out), 0
+}
+
+// absent answers a lookup of a name that does not exist. The kernel keeps such an answer
+// for the mount's negative timeout (an hour) while change events flow, since the event for
+// the name's creation tells it to forget; without events it could not learn of the name,
+// so it keeps the answer only for an instant.
+func (r *Root) absent(out *fuse.EntryOut) syscall.Errno {
+	if !r.watching.Load() {
+		out.SetEntryTimeout(time.Nanosecond)
+	}
+	return syscall.ENOENT
 }
 
 // list fetches a directory listing into the replica.

@@ -85,6 +85,22 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 	}
 }
 
+// EventsFlowing tells the mount that a subscription to the owner's change events has begun
+// (its head arrived): from now on every change is reported. Names looked up before it may have
+// changed unreported, so on the first subscription what the replica learned before is
+// forgotten (a later one follows a gap, which the caller covers with an EventRescan).
+func (r *Root) EventsFlowing(first bool) {
+	if first {
+		r.replica.Forget("")
+		r.notify("", false)
+	}
+	r.watching.Store(true)
+}
+
+// EventsStopped tells the mount that its subscription ended: until the next one, the kernel
+// keeps no answer that a name does not exist.
+func (r *Root) EventsStopped() { r.watching.Store(false) }
+
 // sameAttrs reports whether two entries describe the same state of a file: everything but
 // the access time, which reads change without changing the file.
 func sameAttrs(a, b *wire.Entry) bool {

@@ -44,7 +44,14 @@ type mount struct {
 	srv    *fuse.Server
 	cancel context.CancelFunc // stops the event subscription
 	done   chan struct{}      // closed when the server has exited
+	// watching is closed once the first event subscription is up (watchLoop).
+	watching  chan struct{}
+	watchOnce sync.Once
 }
+
+// watchWait is how long Mount waits for the event subscription when the peer is linked: a
+// change made on the owner right after the mount command returns is then reported.
+const watchWait = 5 * time.Second
 
 // restoreJob is a remembered mount being mounted again; cancel stops it (an unmount, a new
 // mount of the same directory, or the node stopping).
@@ -161,7 +168,7 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	m := &mount{
 		info: api.MountInfo{Peer: a.Peer, Share: a.Share, Dir: a.Dir, Since: time.Now(), Events: true,
 			Passthrough: !a.NoPassthrough, Blksize: max(a.Blksize, 0)},
-		root: root, srv: srv, cancel: cancel, done: make(chan struct{}),
+		root: root, srv: srv, cancel: cancel, done: make(chan struct{}), watching: make(chan struct{}),
 	}
 	if m.info.Blksize == 0 {
 		m.info.Blksize = fusefs.DefaultBlksize
@@ -170,6 +177,14 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	n.mounts.byDir[a.Dir] = m
 	n.mounts.mu.Unlock()
 	go n.watchLoop(wctx, m, owner)
+	// Return once the event subscription is up (the link is), so that every change made
+	// on the owner after the mount command returns is reported.
+	select {
+	case <-m.watching:
+	case <-time.After(watchWait):
+		n.log.Info("change events not flowing yet; the mount learns of changes once they do", "dir", a.Dir)
+	case <-ctx.Done():
+	}
 	go func() {
 		srv.Wait() // returns on unmount, also by fusermount3 -u
 		cancel()
@@ -361,6 +376,8 @@ func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
 		if missed {
 			m.root.ApplyEvents([]wire.Event{{Kind: wire.EventRescan, Path: ""}})
 		}
+		m.root.EventsFlowing(!missed)
+		m.watchOnce.Do(func() { close(m.watching) })
 		for {
 			events, err := remote.NextEvents(ctx, sub)
 			if err != nil {
@@ -368,6 +385,7 @@ func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
 			}
 			m.root.ApplyEvents(events)
 		}
+		m.root.EventsStopped()
 		sub.Close()
 		missed = true
 	}
