@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"strings"
+	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
@@ -47,7 +48,7 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			if ev.Kind == wire.EventChanged && had && sameAttrs(&old, &ev.Entry) {
 				if node != nil && ev.Entry.IsRegular() && !node.pagesHold(version(&ev.Entry)) {
 					node.changedElsewhere()
-					node.NotifyContent(0, 0)
+					node.dropPagesNow()
 				}
 				continue
 			}
@@ -123,6 +124,9 @@ func (r *Root) knownAbsent(p string) bool {
 func (r *Root) notify(p string, name bool) {
 	parent, ino := r.walk(p)
 	if ino != nil {
+		if ino.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFREG {
+			r.stats.pageDrops.Add(1)
+		}
 		ino.NotifyContent(0, 0)
 	}
 	if name && parent != nil {

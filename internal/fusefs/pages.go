@@ -145,7 +145,7 @@ func (n *Node) dropIdlePages() {
 	}
 	n.mu.Unlock()
 	if idle {
-		n.NotifyContent(0, 0)
+		n.dropPagesNow()
 	}
 }
 
@@ -345,7 +345,14 @@ func (n *Node) dropKernelPages() {
 	n.pages.known, n.pages.drop = false, true
 	n.pages.read.reset()
 	n.mu.Unlock()
-	go n.NotifyContent(0, 0)
+	go n.dropPagesNow()
+}
+
+// dropPagesNow tells the kernel to drop the file's pages and attributes (never from inside a
+// FUSE operation on the file: that can deadlock).
+func (n *Node) dropPagesNow() {
+	n.root.stats.pageDrops.Add(1)
+	n.NotifyContent(0, 0)
 }
 
 // spans is a set of byte ranges, kept sorted and merged: the kernel reads a file in large

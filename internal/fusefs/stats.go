@@ -13,6 +13,9 @@ type opStats struct {
 	mkdir, unlink, rmdir, rename, link, symlink, statfs, xattr                          *stats.Op
 	fetch, send                                                                         *stats.Op // READs and WRITEs sent to the owner
 	hits, misses, roundTrips, passthrough, streams, streamWaits                         *atomic.Int64
+	// pageDrops counts the times the mount told the kernel to drop a regular file's cached
+	// pages and attributes (a change made elsewhere, a rescan, an idle fully cached file).
+	pageDrops *atomic.Int64
 }
 
 func newOpStats(s *stats.Set) *opStats {
@@ -26,5 +29,6 @@ func newOpStats(s *stats.Set) *opStats {
 		hits: s.Counter("cache_hits"), misses: s.Counter("cache_misses"),
 		roundTrips: s.Counter("round_trips"), passthrough: s.Counter("passthrough_opens"),
 		streams: s.Counter("streams"), streamWaits: s.Counter("stream_waits"),
+		pageDrops: s.Counter("page_drops"),
 	}
 }
