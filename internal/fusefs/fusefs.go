@@ -186,6 +186,9 @@ func New(opts Options) *Root {
 	return r
 }
 
+// negativeTimeout is the longest the kernel keeps an answer that a name does not exist.
+const negativeTimeout = 10 * time.Second
+
 // Mount mounts the root at dir and returns the running server. It shows in /proc/mounts as
 // fuse.peerfs with source PEER:SHARE.
 func (r *Root) Mount(dir string) (*fuse.Server, error) {
@@ -193,7 +196,10 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 	if r.opts.Events {
 		timeout = time.Hour // invalidation is explicit
 	}
-	neg := timeout
+	// A name found missing is kept shorter: events that a lost link made the mount miss
+	// are made up for by a rescan, which can reach every name the kernel holds but not the
+	// names it holds as missing. Asking again costs a lookup in the replica, no round trip.
+	neg := min(timeout, negativeTimeout)
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:        r.opts.Peer + ":" + r.opts.Share,

@@ -150,9 +150,9 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 // absent answers a lookup of a name that does not exist. The kernel keeps such an answer
-// for the mount's negative timeout (an hour) while change events flow, since the event for
-// the name's creation tells it to forget; without events it could not learn of the name,
-// so it keeps the answer only for an instant.
+// for the mount's negative timeout (negativeTimeout) while change events flow, since the
+// event for the name's creation tells it to forget; without events it could not learn of
+// the name, so it keeps the answer only for an instant.
 func (r *Root) absent(out *fuse.EntryOut) syscall.Errno {
 	if !r.watching.Load() {
 		out.SetEntryTimeout(time.Nanosecond)
