@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,5 +254,46 @@ func TestMountSqliteAndStressNG(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Fatalf("stress-ng's directories left behind on the owner: %v", names)
+	}
+}
+
+// TestMountNameCreatedDuringOutage: names the mount found missing, before the owner went
+// away and while it was away, show up through the mount soon after the owner is back, when
+// they were created meanwhile: the rescan after the gap cannot reach the kernel's answers that
+// a name does not exist, so those must not outlive it by much (an hour, once).
+func TestMountNameCreatedDuringOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the kernel's negative timeout (10 s)")
+	}
+	m := mountShare(t, func(p *api.MountParams) { p.WaitSeconds = 1 })
+	missing := func(name string) {
+		t.Helper()
+		if _, err := os.Stat(filepath.Join(m.mnt, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("stat %s through the mount: %v, want it missing", name, err)
+		}
+	}
+	missing("before.txt") // while events flow
+	m.a.Stop()
+	time.Sleep(200 * time.Millisecond)
+	os.Stat(filepath.Join(m.mnt, "during.txt")) // while the owner is away: missing or EIO
+	for _, name := range []string{"before.txt", "during.txt"} {
+		if err := os.WriteFile(filepath.Join(m.share, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.a.Restart()
+	start := time.Now()
+	for _, name := range []string{"during.txt", "before.txt"} {
+		for {
+			b, err := os.ReadFile(filepath.Join(m.mnt, name))
+			if err == nil && string(b) == name {
+				break
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("%s, created on the owner while it was away, still not seen through the mount 20 s after it came back: %v", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("%s seen %v after the owner came back", name, time.Since(start).Round(time.Millisecond))
 	}
 }
