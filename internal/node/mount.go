@@ -44,7 +44,7 @@ type mount struct {
 	srv    *fuse.Server
 	cancel context.CancelFunc // stops the event subscription
 	done   chan struct{}      // closed when the server has exited
-	// watching is closed once the first event subscription is up (watchLoop).
+	// watching is closed once the first event subscription is up, or refused (watchLoop).
 	watching  chan struct{}
 	watchOnce sync.Once
 }
@@ -363,6 +363,7 @@ func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
 		}
 		sub, err := (remote.Peer{S: sess}).Watch(ctx, o.share)
 		if err != nil {
+			m.watchOnce.Do(func() { close(m.watching) }) // Mount waits no longer for it
 			if ctx.Err() == nil {
 				n.log.Warn("change events unavailable; metadata may be stale", "dir", m.info.Dir, "err", err)
 				select {
