@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"slices"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -43,13 +44,11 @@ type pageState struct {
 	idle *time.Timer
 	// own holds the versions this mount's recent WRITEs left the file in, so that their
 	// echoes as change events keep the pages.
-	own  [ownVersions]cache.Version
-	ownN int
+	own recent[cache.Version]
 	// echoes holds the exact states (with ctime) this mount's recent WRITEs left the file
 	// in, recorded as each reply arrives: a change event naming one of them is this mount's
 	// own write, even while the flush that made it is still under way (echo).
-	echoes [ownVersions]echo
-	echoN  int
+	echoes recent[echo]
 	// flushing counts the flushes of the file under way; deferred holds the change events
 	// that arrived meanwhile and were not yet known for echoes (eventDuringFlush).
 	flushing int
@@ -66,6 +65,21 @@ type echo struct {
 }
 
 func echoOf(e *wire.Entry) echo { return echo{e.State(), e.Ino} }
+
+// recent keeps the last ownVersions values added.
+type recent[T comparable] struct {
+	v [ownVersions]T
+	n int
+}
+
+func (r *recent[T]) add(x T) {
+	r.v[r.n%ownVersions] = x
+	r.n++
+}
+
+func (r *recent[T]) has(x T) bool {
+	return slices.Contains(r.v[:min(r.n, ownVersions)], x)
+}
 
 const (
 	// PagesIdle is how long the kernel's pages of a whole, fully cached file stay once the
@@ -154,28 +168,15 @@ func (n *Node) pagesHold(v cache.Version) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ps := &n.pages
-	if ps.known && ps.ver == v {
-		return true
-	}
-	for i := range min(ps.ownN, ownVersions) {
-		if ps.own[i] == v {
-			return true
-		}
-	}
-	return false
+	return ps.known && ps.ver == v || ps.own.has(v)
 }
 
 // ownVersion records that an operation of this mount left the file at version v, so that
 // the owner's event for it, arriving late, is known for an echo.
 func (n *Node) ownVersion(v cache.Version) {
 	n.mu.Lock()
-	n.pages.addOwn(v)
+	n.pages.own.add(v)
 	n.mu.Unlock()
-}
-
-func (ps *pageState) addOwn(v cache.Version) {
-	ps.own[ps.ownN%ownVersions] = v
-	ps.ownN++
 }
 
 // wroteState records that one of this mount's WRITEs left the file in state e on the owner,
@@ -189,30 +190,17 @@ func (n *Node) wroteState(e *wire.Entry) {
 		return
 	}
 	k := echoOf(e)
-	ps.echoes[ps.echoN%ownVersions] = k
-	ps.echoN++
+	ps.echoes.add(k)
 	// An event that overtook this reply is an echo after all.
-	for i := 0; i < len(ps.deferred); i++ {
-		if echoOf(&ps.deferred[i].Entry) == k {
-			ps.deferred = append(ps.deferred[:i], ps.deferred[i+1:]...)
-			i--
-		}
-	}
+	ps.deferred = slices.DeleteFunc(ps.deferred, func(ev wire.Event) bool { return echoOf(&ev.Entry) == k })
 	n.mu.Unlock()
 }
 
 // isEcho reports whether e is a state this mount's own WRITEs left the file in.
 func (n *Node) isEcho(e *wire.Entry) bool {
-	k := echoOf(e)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ps := &n.pages
-	for i := range min(ps.echoN, ownVersions) {
-		if ps.echoes[i] == k {
-			return true
-		}
-	}
-	return false
+	return n.pages.echoes.has(echoOf(e))
 }
 
 // eventDuringFlush holds back a change event of the file that arrives while a flush of it
@@ -249,17 +237,12 @@ func (n *Node) flushDone() {
 	n.mu.Lock()
 	ps := &n.pages
 	ps.flushing--
-	var held []wire.Event
+	var foreign []wire.Event
 	if ps.flushing == 0 {
-		held, ps.deferred = ps.deferred, nil
+		foreign = slices.DeleteFunc(ps.deferred, func(ev wire.Event) bool { return ps.echoes.has(echoOf(&ev.Entry)) })
+		ps.deferred = nil
 	}
 	n.mu.Unlock()
-	foreign := held[:0]
-	for _, ev := range held {
-		if !n.isEcho(&ev.Entry) {
-			foreign = append(foreign, ev)
-		}
-	}
 	if len(foreign) > 0 {
 		go n.root.ApplyEvents(foreign)
 	}
@@ -304,7 +287,7 @@ func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, po
 	if !foreign {
 		ps.ver, ps.known = version(last), true
 		for i := range posts {
-			ps.addOwn(version(&posts[i]))
+			ps.own.add(version(&posts[i]))
 		}
 	}
 	n.mu.Unlock()
@@ -331,7 +314,7 @@ func (n *Node) changedHere(known bool, before *wire.Entry, pre wire.FileState, a
 	ps := &n.pages
 	if ps.known && ps.ver == version(before) {
 		ps.ver = version(after)
-		ps.addOwn(ps.ver)
+		ps.own.add(ps.ver)
 	}
 	ps.read.reset()
 	n.mu.Unlock()
