@@ -45,6 +45,9 @@ type Owner interface {
 	// before, so the mount can tell its own changes from someone else's.
 	Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error)
 	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
+	// CreateWith sends a CREATE with its first data or its times (wire.CreateWithData,
+	// wire.CreateSetTimes; req.Share is the mount's) and returns the file as it then is.
+	CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error)
 	Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error)
 	Symlink(ctx context.Context, path, target string) (wire.Entry, error)
 	Link(ctx context.Context, from, to string) (wire.Entry, error)

@@ -78,6 +78,15 @@ func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32
 	return rp.Create(ctx, o.share, path, mode, flags)
 }
 
+func (o *mountOwner) CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error) {
+	rp, ctx, err := o.rp(ctx)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	req.Share = o.share
+	return rp.CreateWith(ctx, req)
+}
+
 func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error) {
 	rp, ctx, err := o.rp(ctx)
 	if err != nil {

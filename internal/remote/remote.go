@@ -151,6 +151,16 @@ func (p Peer) Create(ctx context.Context, share, path string, mode, flags uint32
 	return p.callEntry(ctx, wire.OpCreate, req.AppendTo(nil))
 }
 
+// CreateWith sends a CREATE as req says (wire.CreateWithData: data of at most wire.MaxChunk
+// bytes written once the file exists; wire.CreateSetTimes: its times) and returns the file as
+// it then is.
+func (p Peer) CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error) {
+	if len(req.Data) > wire.MaxChunk {
+		return wire.Entry{}, fmt.Errorf("CREATE with %d bytes: at most %d go in one request", len(req.Data), wire.MaxChunk)
+	}
+	return p.callEntry(ctx, wire.OpCreate, req.AppendTo(nil))
+}
+
 // Write writes data, at most wire.MaxChunk bytes, at offset off of the existing regular file
 // path and returns the file's attributes after the write. data is copied before Write returns.
 func (p Peer) Write(ctx context.Context, share, path string, off uint64, data []byte) (wire.ChangeResp, error) {

@@ -45,3 +45,24 @@ func lutimesAt(dir *os.File, name string, atime, mtime time.Time) error {
 	}
 	return nil
 }
+
+// futimes sets the atime and mtime of the open file f (utimensat on the descriptor, as
+// futimens(3) does).
+func futimes(f *os.File, atime, mtime time.Time) error {
+	ts := [2]syscall.Timespec{syscall.NsecToTimespec(atime.UnixNano()), syscall.NsecToTimespec(mtime.UnixNano())}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno syscall.Errno
+	err = rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall6(syscall.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	})
+	if err != nil {
+		return err
+	}
+	if errno != 0 {
+		return os.NewSyscallError("futimens", errno)
+	}
+	return nil
+}

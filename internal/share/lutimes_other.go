@@ -13,3 +13,6 @@ import (
 func lutimesAt(dir *os.File, name string, atime, mtime time.Time) error {
 	return errors.ErrUnsupported
 }
+
+// futimes sets the atime and mtime of the open file f, by its name.
+func futimes(f *os.File, atime, mtime time.Time) error { return os.Chtimes(f.Name(), atime, mtime) }

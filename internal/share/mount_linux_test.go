@@ -102,6 +102,45 @@ func TestCreate(t *testing.T) {
 	}
 }
 
+// CreateWith creates and writes the first data in one call, and sets the times asked for;
+// an exclusive create of a taken name writes nothing.
+func TestCreateWith(t *testing.T) {
+	fx := newFixture(t, false)
+	s := fx.s
+	host := func(p string) string { return filepath.Join(fx.shareDir, p) }
+
+	e, err := s.CreateWith(wire.CreateReq{Path: "new.txt", Mode: 0o644, Flags: wire.CreateExclusive | wire.CreateWithData,
+		Offset: 3, Data: []byte("abc")})
+	if err != nil || e.Size != 6 || readFile(t, host("new.txt")) != "\x00\x00\x00abc" {
+		t.Fatalf("CreateWith data at 3: %+v, %v", e, err)
+	}
+	sameEntry(t, "CreateWith", e, host("new.txt"))
+
+	wantCode(t, "CreateWith exclusive of a taken name", func() error {
+		_, err := s.CreateWith(wire.CreateReq{Path: "a.txt", Mode: 0o644, Flags: wire.CreateExclusive | wire.CreateWithData, Data: []byte("mine")})
+		return err
+	}(), wire.EEXIST)
+	if readFile(t, host("a.txt")) != "hello" {
+		t.Fatal("an exclusive CreateWith of a taken name wrote into it")
+	}
+	// Truncating, the file holds exactly the data.
+	if e, err := s.CreateWith(wire.CreateReq{Path: "a.txt", Flags: wire.CreateTruncate | wire.CreateWithData, Data: []byte("hi")}); err != nil ||
+		e.Size != 2 || readFile(t, host("a.txt")) != "hi" {
+		t.Fatalf("CreateWith truncating: %+v, %v", e, err)
+	}
+
+	mtime := time.Date(2024, 2, 29, 12, 0, 0, 123456789, time.UTC)
+	e, err = s.CreateWith(wire.CreateReq{Path: "empty", Mode: 0o600, Flags: wire.CreateExclusive | wire.CreateSetTimes,
+		AtimeNs: mtime.UnixNano(), MtimeNs: mtime.UnixNano()})
+	if err != nil || e.MtimeNs != mtime.UnixNano() || !lstatHost(t, host("empty")).ModTime().Equal(mtime) {
+		t.Fatalf("CreateWith times: %+v, %v; want mtime %v", e, err, mtime)
+	}
+	wantCode(t, "CreateWith past the largest offset", func() error {
+		_, err := s.CreateWith(wire.CreateReq{Path: "far", Flags: wire.CreateWithData, Offset: math.MaxInt64, Data: []byte("x")})
+		return err
+	}(), wire.EFBIG)
+}
+
 func TestWrite(t *testing.T) {
 	fx := newFixture(t, false)
 	s := fx.s

@@ -38,11 +38,11 @@ const inlineWrite = 64 << 10
 // and are served in goroutines, as FSYNC and FALLOCATE, which may wait for the disk.
 func (sv *Server) Inline(op wire.Op, size int) bool {
 	switch op {
-	case wire.OpShares, wire.OpStat, wire.OpStatfs, wire.OpCreate, wire.OpMkdir, wire.OpSymlink,
+	case wire.OpShares, wire.OpStat, wire.OpStatfs, wire.OpMkdir, wire.OpSymlink,
 		wire.OpLink, wire.OpUnlink, wire.OpRmdir, wire.OpRename, wire.OpSetAttr,
 		wire.OpGetXattr, wire.OpListXattr, wire.OpSetXattr, wire.OpRemoveXattr:
 		return true
-	case wire.OpWrite:
+	case wire.OpWrite, wire.OpCreate: // a CREATE may carry a file's first data
 		return size <= inlineWrite+wire.MaxPathLen+64
 	}
 	return false
@@ -139,7 +139,7 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 	case wire.OpCreate:
 		var req wire.CreateReq
 		if sh := sv.decode(r, &req); sh != nil {
-			e, err := sh.Create(req.Path, req.Mode, req.Flags)
+			e, err := sh.CreateWith(req)
 			sv.replyMsg(r, &e, err)
 		}
 	case wire.OpWrite:

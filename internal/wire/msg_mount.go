@@ -16,13 +16,23 @@ type CreateReq struct {
 	Path  string
 	Mode  uint32 // permission bits
 	Flags uint32
+	// With CreateWithData, the file's first contents: Data written at Offset once the file
+	// exists, as one WRITE would (a mount that created the file locally sends its creation
+	// and first piece of data in one request).
+	Offset uint64
+	Data   []byte
+	// With CreateSetTimes, the atime and mtime the file gets once created (and written): a
+	// mount that showed a file it created locally with its own times keeps them true.
+	AtimeNs, MtimeNs int64
 }
 
 // CreateReq flags.
 const (
 	CreateExclusive uint32 = 1 << 0 // fail with EEXIST if the name exists (O_EXCL)
 	CreateTruncate  uint32 = 1 << 1 // truncate an existing file to zero (O_TRUNC)
-	createKnown            = CreateExclusive | CreateTruncate
+	CreateWithData  uint32 = 1 << 2 // Offset and Data follow
+	CreateSetTimes  uint32 = 1 << 3 // AtimeNs and MtimeNs follow
+	createKnown            = CreateExclusive | CreateTruncate | CreateWithData | CreateSetTimes
 )
 
 func (m *CreateReq) AppendTo(b []byte) []byte {
@@ -31,6 +41,14 @@ func (m *CreateReq) AppendTo(b []byte) []byte {
 	e.str(m.Path)
 	e.u32(m.Mode)
 	e.u32(m.Flags)
+	if m.Flags&CreateWithData != 0 {
+		e.u64(m.Offset)
+		e.bytes(m.Data)
+	}
+	if m.Flags&CreateSetTimes != 0 {
+		e.i64(m.AtimeNs)
+		e.i64(m.MtimeNs)
+	}
 	return e.b
 }
 
@@ -42,6 +60,15 @@ func (m *CreateReq) Decode(b []byte) error {
 	m.Flags = d.u32("flags")
 	if d.err == nil && (m.Path == "" || m.Flags&^createKnown != 0) {
 		return fmt.Errorf("%w: CREATE needs a path and known flags", ErrMalformed)
+	}
+	m.Offset, m.Data, m.AtimeNs, m.MtimeNs = 0, nil, 0, 0
+	if m.Flags&CreateWithData != 0 {
+		m.Offset = d.u64("offset")
+		m.Data = d.bytes("data", MaxChunk)
+	}
+	if m.Flags&CreateSetTimes != 0 {
+		m.AtimeNs = d.i64("atime")
+		m.MtimeNs = d.i64("mtime")
 	}
 	return d.done("CREATE")
 }

@@ -138,6 +138,10 @@ var samples = []sample{
 	{"create", OpCreate, 0, &CreateReq{Share: "inbox", Path: "notes/todo.txt", Mode: 0o644}},
 	{"create-exclusive", OpCreate, 0, &CreateReq{Share: "inbox", Path: ".todo.txt.swp", Mode: 0o600, Flags: CreateExclusive}},
 	{"create-truncate", OpCreate, 0, &CreateReq{Share: "inbox", Path: "out.log", Mode: 0o640, Flags: CreateTruncate}},
+	{"create-with-data", OpCreate, 0, &CreateReq{Share: "inbox", Path: "notes/new.txt", Mode: 0o644,
+		Flags: CreateExclusive | CreateWithData, Data: []byte("first line\n")}},
+	{"create-with-times", OpCreate, 0, &CreateReq{Share: "inbox", Path: "notes/empty.txt", Mode: 0o644,
+		Flags: CreateExclusive | CreateSetTimes, AtimeNs: 1_700_000_000_123_456_789, MtimeNs: 1_700_000_000_123_456_789}},
 	{"create-reply", OpCreate, FlagResponse, &Entry{Mode: ModeRegular | 0o644, MtimeNs: 1_700_000_000_000_000_000, Ino: 12, Nlink: 1, UID: 1000, GID: 1000}},
 	{"write-reply", OpWrite, FlagResponse, &ChangeResp{
 		Entry: Entry{Mode: ModeRegular | 0o644, Size: 1<<20 + 4096, MtimeNs: 1_700_000_000_000_000_123, CtimeNs: 1_700_000_000_000_000_123, Ino: 12, Nlink: 1},
