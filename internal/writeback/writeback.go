@@ -171,17 +171,25 @@ func (f *File) Flush(ctx context.Context, send SendFunc) error {
 // FlushWith is Flush with pieces of at most pieceSize bytes (at most MaxPiece), inFlight at
 // once.
 func (f *File) FlushWith(ctx context.Context, pieceSize, inFlight int, send SendFunc) error {
-	return f.flush(ctx, pieceSize, inFlight, false, send)
+	return f.flush(ctx, pieceSize, inFlight, false, nil, send)
+}
+
+// FlushFirst is FlushWith, or FlushFull with fullOnly, that sends the first piece (the
+// lowest) through first, alone, before any other: a file that exists only on this side so
+// far is created on the owner with its first data, and the other pieces find it there.
+// Without dirty data first is not called.
+func (f *File) FlushFirst(ctx context.Context, pieceSize, inFlight int, fullOnly bool, first, send SendFunc) error {
+	return f.flush(ctx, pieceSize, inFlight, fullOnly, first, send)
 }
 
 // FlushFull is FlushWith for the extents that are full (MaxPiece bytes or more): a flush in
 // the background sends those while a sequential writer keeps filling the last one, so
 // pieces stay whole and aligned.
 func (f *File) FlushFull(ctx context.Context, pieceSize, inFlight int, send SendFunc) error {
-	return f.flush(ctx, pieceSize, inFlight, true, send)
+	return f.flush(ctx, pieceSize, inFlight, true, nil, send)
 }
 
-func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool, send SendFunc) error {
+func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool, first, send SendFunc) error {
 	pieceSize = min(max(pieceSize, 4<<10), MaxPiece)
 	inFlight = max(inFlight, 1)
 	f.flushMu.Lock()
@@ -226,6 +234,13 @@ func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool
 	var errMu sync.Mutex
 	var firstErr error
 	var failed []piece
+	if first != nil {
+		if err := first(ctx, pieces[0].off, pieces[0].data); err != nil {
+			firstErr, failed, pieces = err, pieces, nil
+		} else {
+			pieces = pieces[1:]
+		}
+	}
 	for _, pc := range pieces {
 		sem <- struct{}{}
 		// After a failure the rest stays dirty unsent: the owner is gone or refuses, and

@@ -152,3 +152,51 @@ func TestFlushStopsAtTheFirstFailure(t *testing.T) {
 		t.Fatalf("flush after recovery: %v, %d bytes at the owner, %d dirty", err, len(o.data), f.Dirty())
 	}
 }
+
+// FlushFirst sends the lowest piece through first, and only once it succeeded the others;
+// when first fails, nothing else is sent and everything stays dirty for the next flush.
+func TestFlushFirstGoesAloneAndFirst(t *testing.T) {
+	var f File
+	data := bytes.Repeat([]byte("x"), 5*MaxPiece)
+	f.Write(data[:2*MaxPiece], 3*MaxPiece) // written out of order: the lowest comes second
+	f.Write(data[:3*MaxPiece], 0)
+	var o owner
+	var firstDone bool
+	var mu sync.Mutex
+	var early int
+	send := func(ctx context.Context, off int64, p []byte) error {
+		mu.Lock()
+		if !firstDone {
+			early++
+		}
+		mu.Unlock()
+		return o.send(ctx, off, p)
+	}
+	refuse := errors.New("refused")
+	first := func(ctx context.Context, off int64, p []byte) error { return refuse }
+	if err := f.FlushFirst(context.Background(), MaxPiece, 4, false, first, send); err != refuse {
+		t.Fatalf("FlushFirst with a failing first: %v, want its error", err)
+	}
+	if o.calls != 0 || f.Dirty() != int64(len(data)) {
+		t.Fatalf("after a failed first: %d pieces sent, %d bytes dirty; want 0 and %d", o.calls, f.Dirty(), len(data))
+	}
+	var firstOff int64 = -1
+	first = func(ctx context.Context, off int64, p []byte) error {
+		mu.Lock()
+		firstOff, firstDone = off, true
+		mu.Unlock()
+		return o.send(ctx, off, p)
+	}
+	if err := f.FlushFirst(context.Background(), MaxPiece, 4, false, first, send); err != nil {
+		t.Fatal(err)
+	}
+	if firstOff != 0 || early != 0 || o.calls != 5 || !bytes.Equal(o.data, data) || f.Dirty() != 0 {
+		t.Fatalf("first piece at %d, %d pieces before it, %d pieces in all, %d bytes dirty; want 0, 0, 5, 0",
+			firstOff, early, o.calls, f.Dirty())
+	}
+	// Nothing dirty: first is not called.
+	first = func(context.Context, int64, []byte) error { t.Error("first called without dirty data"); return nil }
+	if err := f.FlushFirst(context.Background(), MaxPiece, 4, false, first, send); err != nil {
+		t.Fatal(err)
+	}
+}
