@@ -279,7 +279,7 @@ hits and misses and round trips to the peer. Use it to see how programs drive th
 					humanBytes(o.Min), humanBytes(int64(o.Avg)), humanBytes(o.Max))
 			}
 			tw.Flush()
-			for _, k := range []string{"cache_hits", "cache_misses", "round_trips", "passthrough_opens", "page_drops"} {
+			for _, k := range []string{"cache_hits", "cache_misses", "round_trips", "passthrough_opens", "page_drops", "local_creates"} {
 				fmt.Fprintf(g.Stdout, "%-18s %d\n", k, res.Counters[k])
 			}
 			return nil

@@ -149,6 +149,12 @@ type Root struct {
 	gen atomic.Uint64
 	// watching says change events flow (EventsFlowing, EventsStopped).
 	watching atomic.Bool
+
+	// Files created here before they are on the owner (create.go): localInos numbers them,
+	// aliases maps the owner's inode number of such a file to the one the kernel knows.
+	localInos atomic.Uint64
+	aliasMu   sync.RWMutex
+	aliases   map[uint64]uint64
 }
 
 // New builds the root of a mount; Mount serves it.

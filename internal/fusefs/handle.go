@@ -14,6 +14,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/cache"
 	"github.com/peerfs/peerfs/internal/wire"
+	"github.com/peerfs/peerfs/internal/writeback"
 )
 
 // Handle is an open file. Reads come from the inline content of a small file or from the
@@ -58,6 +59,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, n.refuseWriteOpen()
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if errno := n.ensureCreated(ctx); errno != 0 {
+			return nil, 0, errno
+		}
 		n.wb.Truncate(0)
 		before, known := n.root.replica.Stat(n.path())
 		n.root.stats.roundTrips.Add(1)
@@ -332,6 +336,9 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if err := n.wb.Err(); err != nil {
 		return 0, toErrno(err)
 	}
+	if err := n.createError(); err != nil {
+		return 0, toErrno(err)
+	}
 	if !h.wrote.Load() && !h.wrote.Swap(true) {
 		if errno := n.killPrivs(ctx); errno != 0 {
 			return 0, errno
@@ -414,8 +421,16 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 	// first WRITE would find a state it does not know and take it for a change elsewhere.
 	n.flushMu.Lock()
 	defer n.flushMu.Unlock()
+	if err := n.createError(); err != nil {
+		n.wb.Truncate(0) // never to be sent: the name may be someone else's file now
+		return toErrno(err)
+	}
 	p := n.path()
 	before, known := n.root.replica.Stat(p)
+	local, created := n.localEntry() // created here, not on the owner yet (create.go)
+	if created {
+		before, known = local, true
+	}
 	// A file that was empty when the flush began (created or truncated here) and that the
 	// flush writes whole, small enough to come inline in a listing, stays in the replica with
 	// its contents: reading it back (git checks out the objects it just wrote, a linker reads
@@ -443,14 +458,8 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 	if known && before.IsRegular() {
 		chained[before.State()] = true
 	}
-	flush := n.wb.FlushWith
-	if fullOnly {
-		flush = n.wb.FlushFull
-	}
-	err := flush(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, func(ctx context.Context, off int64, data []byte) error {
-		n.root.stats.send.Add(int64(len(data)))
-		n.root.stats.roundTrips.Add(1)
-		resp, err := n.root.owner.Write(ctx, p, off, data)
+	// sent records the owner's reply to one piece.
+	sent := func(off int64, data []byte, resp wire.ChangeResp, err error) error {
 		if err == nil {
 			mu.Lock()
 			// Pieces complete in any order: the reply with the latest ctime is the file as it
@@ -471,7 +480,33 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 			mu.Unlock()
 		}
 		return err
-	})
+	}
+	send := func(ctx context.Context, off int64, data []byte) error {
+		n.root.stats.send.Add(int64(len(data)))
+		n.root.stats.roundTrips.Add(1)
+		resp, err := n.root.owner.Write(ctx, p, off, data)
+		return sent(off, data, resp, err)
+	}
+	var first writeback.SendFunc
+	if created {
+		// The first piece creates the file on the owner; the others follow once it is there.
+		first = func(ctx context.Context, off int64, data []byte) error {
+			n.root.stats.send.Add(int64(len(data)))
+			n.root.stats.roundTrips.Add(1)
+			resp, err := n.createWith(ctx, p, off, data)
+			return sent(off, data, resp, err)
+		}
+	}
+	err := n.wb.FlushFirst(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, fullOnly, first, send)
+	if n.createLost.Load() {
+		n.wb.Truncate(0)
+	}
+	if err == nil && !fullOnly {
+		// Nothing written at all (an empty new file): the close still creates it.
+		if errno := n.ensureCreated(ctx); errno != 0 {
+			return errno
+		}
+	}
 	if last.Mode != 0 {
 		n.root.forgetContent(p)
 		foreign := n.flushed(known, &before, pres, posts, &last)

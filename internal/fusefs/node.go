@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,6 +42,18 @@ type Node struct {
 	flushMu sync.Mutex
 	// pages is what the kernel's page cache holds of the file (pages.go).
 	pages pageState
+
+	// creating is set while the file exists only in this mount (create.go). createMu guards
+	// it and ownerIno, and is held across the CREATE that ends it.
+	createMu sync.Mutex
+	creating *localCreate
+	ownerIno uint64 // the owner's inode number of a file created here, once it is there
+	// For directories: createsOK says the owner accepted a CREATE or MKDIR in it from this
+	// mount; localKids counts the files in it that exist only here.
+	createsOK atomic.Bool
+	localKids atomic.Int32
+	// createLost says the owner refused to create this file (createError).
+	createLost atomic.Bool
 }
 
 func (n *Node) path() string {
@@ -59,6 +72,9 @@ const hiddenPrefix = ".peerfs-unlinked-"
 // entry returns the node's attributes: from the replica when its directory is listed, else
 // from the owner.
 func (n *Node) entry(ctx context.Context) (wire.Entry, error) {
+	if e, ok := n.localEntry(); ok {
+		return e, nil
+	}
 	p := n.path()
 	if e, ok := n.root.replica.Stat(p); ok {
 		return e, nil
@@ -74,7 +90,7 @@ func (n *Node) entry(ctx context.Context) (wire.Entry, error) {
 
 // fill converts an Entry into kernel attributes, with the local view of a file being written.
 func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
-	out.Ino = e.Ino
+	out.Ino = n.root.kernelIno(e.Ino)
 	out.Size = e.Size
 	n.mu.Lock()
 	n.last = *e
@@ -101,7 +117,7 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 // newChild makes (or finds) the inode for an entry.
 func (n *Node) newChild(ctx context.Context, e *wire.Entry, out *fuse.EntryOut) *fs.Inode {
 	child := &Node{root: n.root, localSize: -1}
-	ino := n.NewInode(ctx, child, fs.StableAttr{Mode: e.Mode & syscall.S_IFMT, Ino: e.Ino, Gen: n.root.gen.Load()})
+	ino := n.NewInode(ctx, child, fs.StableAttr{Mode: e.Mode & syscall.S_IFMT, Ino: n.root.kernelIno(e.Ino), Gen: n.root.gen.Load()})
 	if ops, ok := ino.Operations().(*Node); ok {
 		ops.fill(e, &out.Attr)
 	}
@@ -116,6 +132,18 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	n.root.stats.lookup.Add(0)
 	if len(name) > wire.MaxNameLen {
 		return nil, syscall.ENAMETOOLONG
+	}
+	if n.localKids.Load() > 0 {
+		// A file created here that the owner has not got yet: the replica may have lost
+		// its name to a rescan.
+		if c := n.GetChild(name); c != nil {
+			if cn, ok := c.Operations().(*Node); ok {
+				if e, local := cn.localEntry(); local {
+					cn.fill(&e, &out.Attr)
+					return c, 0
+				}
+			}
+		}
 	}
 	dir := n.path()
 	e, found, listed := n.root.replica.Lookup(dir, name)
@@ -310,6 +338,9 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if !strings.HasPrefix(attr, "user.") {
 		return 0, syscall.ENODATA
 	}
+	if _, local := n.localEntry(); local {
+		return 0, syscall.ENODATA // a new file has none
+	}
 	n.root.stats.roundTrips.Add(1)
 	v, err := n.root.owner.GetXattr(ctx, n.path(), attr)
 	if err != nil {
@@ -325,6 +356,9 @@ var _ = (fs.NodeListxattrer)((*Node)(nil))
 
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	n.root.stats.xattr.Add(0)
+	if _, local := n.localEntry(); local {
+		return 0, 0 // a new file has none
+	}
 	n.root.stats.roundTrips.Add(1)
 	names, err := n.root.owner.ListXattr(ctx, n.path())
 	if err != nil {
@@ -347,6 +381,9 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if !strings.HasPrefix(attr, "user.") {
 		return syscall.EOPNOTSUPP
 	}
+	if errno := n.ensureCreated(ctx); errno != 0 {
+		return errno
+	}
 	n.root.stats.roundTrips.Add(1)
 	return toErrno(n.root.owner.SetXattr(ctx, n.path(), attr, data, flags))
 }
@@ -355,6 +392,9 @@ var _ = (fs.NodeRemovexattrer)((*Node)(nil))
 
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	n.root.stats.xattr.Add(0)
+	if errno := n.ensureCreated(ctx); errno != 0 {
+		return errno
+	}
 	n.root.stats.roundTrips.Add(1)
 	return toErrno(n.root.owner.RemoveXattr(ctx, n.path(), attr))
 }

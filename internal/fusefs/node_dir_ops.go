@@ -45,7 +45,10 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		if strings.HasPrefix(e.Name, hiddenPrefix) {
 			continue // unlinked files still open somewhere
 		}
-		list = append(list, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino})
+		list = append(list, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: n.root.kernelIno(e.Ino)})
+	}
+	if n.localKids.Load() > 0 {
+		list = n.listLocalKids(list, entries)
 	}
 	return fs.NewListDirStream(list), 0
 }
@@ -68,7 +71,14 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	n.root.replica.Put(p, e)
 	n.root.replica.SetDir(p, nil)
-	return n.newChild(ctx, &e, out), 0
+	ino := n.newChild(ctx, &e, out)
+	// The owner made both directories writable for itself: files created in them may be
+	// created there later (create.go).
+	n.createsOK.Store(true)
+	if cn, ok := ino.Operations().(*Node); ok {
+		cn.createsOK.Store(true)
+	}
+	return ino, 0
 }
 
 var _ = (fs.NodeSymlinker)((*Node)(nil))
@@ -103,6 +113,9 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, syscall.EXDEV
 	}
 	p := n.childPath(name)
+	if errno := tn.ensureCreated(ctx); errno != 0 {
+		return nil, errno
+	}
 	n.root.stats.roundTrips.Add(1)
 	e, err := n.root.owner.Link(ctx, tn.path(), p)
 	if err != nil {
@@ -129,11 +142,18 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if flags&syscall.O_TRUNC != 0 {
 		cf |= wire.CreateTruncate
 	}
+	if ino, h, fuseFlags, errno, ok := n.createLocally(ctx, name, p, flags, mode, cf, out); ok {
+		if errno != 0 {
+			return nil, nil, 0, errno
+		}
+		return ino, h, fuseFlags, 0
+	}
 	n.root.stats.roundTrips.Add(1)
 	e, err := n.root.owner.Create(ctx, p, mode&0o7777, cf)
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
+	n.createsOK.Store(true)
 	n.root.replica.Put(p, e)
 	ino := n.newChild(ctx, &e, out)
 	child := ino.Operations().(*Node)
@@ -157,6 +177,9 @@ var _ = (fs.NodeUnlinker)((*Node)(nil))
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	n.root.stats.unlink.Add(0)
 	p := n.childPath(name)
+	if errno := n.ensureChildCreated(ctx, name); errno != 0 {
+		return errno
+	}
 	if hid, errno := n.hideIfOpen(ctx, name, p); hid || errno != 0 {
 		if errno == 0 {
 			n.root.replica.Remove(p)
@@ -177,6 +200,11 @@ var _ = (fs.NodeRmdirer)((*Node)(nil))
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	n.root.stats.rmdir.Add(0)
 	p := n.childPath(name)
+	if c := n.GetChild(name); c != nil {
+		if cn, ok := c.Operations().(*Node); ok && cn.localKids.Load() > 0 {
+			return syscall.ENOTEMPTY // it holds files created here, not yet on the owner
+		}
+	}
 	n.root.stats.roundTrips.Add(1)
 	err := n.root.owner.Rmdir(ctx, p)
 	// The kernel sends RELEASE after close(2) returns, so a file unlinked while open may
@@ -233,6 +261,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		wf = wire.RenameExchange
 	default:
 		return syscall.EINVAL
+	}
+	// Names that exist only here so far must be on the owner for it to rename them (the
+	// source is, once flushed below).
+	if errno := np.ensureChildCreated(ctx, newName); errno != 0 {
+		return errno
 	}
 	// A file open here under the target name lives on, hidden, until its last close.
 	if wf == 0 {

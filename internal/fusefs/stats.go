@@ -16,6 +16,9 @@ type opStats struct {
 	// pageDrops counts the times the mount told the kernel to drop a regular file's cached
 	// pages and attributes (a change made elsewhere, a rescan, an idle fully cached file).
 	pageDrops *atomic.Int64
+	// localCreates counts files created through the mount that reached the owner with their
+	// first data, without a CREATE round trip of their own (create.go).
+	localCreates *atomic.Int64
 }
 
 func newOpStats(s *stats.Set) *opStats {
@@ -29,6 +32,6 @@ func newOpStats(s *stats.Set) *opStats {
 		hits: s.Counter("cache_hits"), misses: s.Counter("cache_misses"),
 		roundTrips: s.Counter("round_trips"), passthrough: s.Counter("passthrough_opens"),
 		streams: s.Counter("streams"), streamWaits: s.Counter("stream_waits"),
-		pageDrops: s.Counter("page_drops"),
+		pageDrops: s.Counter("page_drops"), localCreates: s.Counter("local_creates"),
 	}
 }

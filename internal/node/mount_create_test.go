@@ -1,0 +1,244 @@
+package node_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// createdDir makes a folder through the mount, where files created later are created on the
+// owner with their first data (fusefs/create.go), and returns its paths in the mount and on
+// the owner.
+func createdDir(t *testing.T, m *mounted, name string) (mnt, owner string) {
+	t.Helper()
+	if err := os.Mkdir(filepath.Join(m.mnt, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(m.mnt, name), filepath.Join(m.share, name)
+}
+
+// ownerHas waits briefly for nothing: close returned, so the owner must hold want already.
+func ownerHas(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("owner's %s: %q, %v; want %q", filepath.Base(path), got, err, want)
+	}
+}
+
+// TestMountCreateOneRoundTrip: creating, writing and closing a small file through the mount
+// costs one round trip, the CREATE that carries its data, and the file is on the owner, with
+// its mode, when close returns.
+func TestMountCreateOneRoundTrip(t *testing.T) {
+	m := mountShare(t)
+	dir, owned := createdDir(t, m, "src")
+	const n = 20
+	trips, local := counter(t, m, "round_trips"), counter(t, m, "local_creates")
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint("f", i)), []byte(fmt.Sprint("contents ", i)), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		ownerHas(t, filepath.Join(owned, fmt.Sprint("f", i)), []byte(fmt.Sprint("contents ", i)))
+	}
+	if got := counter(t, m, "round_trips") - trips; got != n {
+		t.Errorf("creating and writing %d small files made %d round trips, want %d", n, got, n)
+	}
+	if got := counter(t, m, "local_creates") - local; got != n {
+		t.Errorf("local_creates counted %d, want %d", got, n)
+	}
+	fi, err := os.Stat(filepath.Join(owned, "f0"))
+	if err != nil || fi.Mode().Perm()&0o600 != 0o600 || fi.Mode().Perm()&0o007 != 0 {
+		t.Fatalf("owner's f0: %v, %v; want mode 0640 under the owner's umask", fi, err)
+	}
+	// An empty file is created at its close.
+	f, err := os.Create(filepath.Join(dir, "empty"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ownerHas(t, filepath.Join(owned, "empty"), []byte{})
+}
+
+// TestMountCreateThenOperate: a file created through the mount and still open (maybe not on
+// the owner yet) takes every operation a local file does, and the owner ends up with what a
+// local disk would hold: chmod, stat (one inode number throughout), listing, rename, link,
+// unlink, xattrs, fsync, and rmdir of its folder refused.
+func TestMountCreateThenOperate(t *testing.T) {
+	m := mountShare(t)
+	dir, owned := createdDir(t, m, "ops")
+
+	// chmod and fstat while open; the listing shows the file; its inode number holds.
+	f, err := os.OpenFile(filepath.Join(dir, "a"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("abc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		t.Fatal(err)
+	}
+	open, err := f.Stat()
+	if err != nil || open.Size() != 3 || open.Mode().Perm() != 0o600 {
+		t.Fatalf("fstat while open: %v, %v", open, err)
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil || len(names) != 1 || names[0].Name() != "a" {
+		t.Fatalf("listing while open: %v, %v", names, err)
+	}
+	if err := syscall.Rmdir(dir); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir of a folder with a file open in it: %v, want ENOTEMPTY", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ownerHas(t, filepath.Join(owned, "a"), []byte("abc"))
+	if fi, err := os.Stat(filepath.Join(owned, "a")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("owner's a: %v, %v; want mode 0600", fi, err)
+	}
+	closed, err := os.Stat(filepath.Join(dir, "a"))
+	if err != nil || !os.SameFile(open, closed) {
+		t.Fatalf("stat after close: %v, %v; want the inode fstat showed while open", closed, err)
+	}
+
+	// Rename while open, then write more.
+	f, err = os.Create(filepath.Join(dir, "r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("before "); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "r1"), filepath.Join(dir, "r2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("after"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ownerHas(t, filepath.Join(owned, "r2"), []byte("before after"))
+	if _, err := os.Lstat(filepath.Join(owned, "r1")); !os.IsNotExist(err) {
+		t.Fatalf("owner's r1 after the rename: %v", err)
+	}
+
+	// A hard link while open: both names are one file, here and on the owner.
+	f, err = os.Create(filepath.Join(dir, "l1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, "l1"), filepath.Join(dir, "l2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("linked"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ownerHas(t, filepath.Join(owned, "l2"), []byte("linked"))
+	o1, _ := os.Stat(filepath.Join(owned, "l1"))
+	o2, _ := os.Stat(filepath.Join(owned, "l2"))
+	m1, _ := os.Stat(filepath.Join(dir, "l1"))
+	m2, _ := os.Stat(filepath.Join(dir, "l2"))
+	if o1 == nil || o2 == nil || !os.SameFile(o1, o2) || m1 == nil || m2 == nil || !os.SameFile(m1, m2) {
+		t.Fatalf("l1 and l2 are not one file: owner %v %v, mount %v %v", o1, o2, m1, m2)
+	}
+
+	// Unlinked while open: written to the end, then gone everywhere.
+	f, err = os.Create(filepath.Join(dir, "u"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("doomed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "u")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(" still writable"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// An xattr set while open, and fsync.
+	f, err = os.Create(filepath.Join(dir, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syscall.Getxattr(filepath.Join(dir, "x"), "user.k", make([]byte, 16)); !errors.Is(err, syscall.ENODATA) {
+		t.Fatalf("getxattr of a new file: %v, want ENODATA", err)
+	}
+	if err := syscall.Setxattr(filepath.Join(dir, "x"), "user.k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	ownerHas(t, filepath.Join(owned, "x"), []byte("x"))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v := make([]byte, 16)
+	if n, err := syscall.Getxattr(filepath.Join(owned, "x"), "user.k", v); err != nil || string(v[:n]) != "v" {
+		t.Fatalf("owner's user.k: %q, %v", v[:n], err)
+	}
+
+	time.Sleep(300 * time.Millisecond) // the owner's events for all this arrive
+	left, err := os.ReadDir(owned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range left {
+		got = append(got, e.Name())
+	}
+	if fmt.Sprint(got) != "[a l1 l2 r2 x]" {
+		t.Errorf("owner's folder holds %v, want [a l1 l2 r2 x]", got)
+	}
+	listed, err := os.ReadDir(dir)
+	if err != nil || len(listed) != len(got) {
+		t.Errorf("the mount lists %v, %v; want %v", listed, err, got)
+	}
+}
+
+// TestMountCreateNameTakenOnOwner: a name taken on the owner after the mount last heard of
+// the folder: an exclusive create through the mount fails, at open or at close, and the
+// owner's file keeps its contents. Nothing is silently lost or overwritten.
+func TestMountCreateNameTakenOnOwner(t *testing.T) {
+	m := mountShare(t)
+	dir, owned := createdDir(t, m, "race")
+	for i := range 20 {
+		name := fmt.Sprint("taken", i)
+		if err := os.WriteFile(filepath.Join(owned, name), []byte("theirs"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			_, err = f.WriteString("mine")
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if !errors.Is(err, syscall.EEXIST) {
+			t.Errorf("%s: exclusive create of a name the owner just took: %v, want EEXIST at open or close", name, err)
+		}
+		ownerHas(t, filepath.Join(owned, name), []byte("theirs"))
+	}
+}
