@@ -229,10 +229,18 @@ func (r *Root) aliasIno(ownerIno, local uint64) {
 var _ = (fs.NodeOnForgetter)((*Node)(nil))
 
 // OnForget drops the alias of a file created here once the kernel forgot its inode: a later
-// lookup makes an inode with the owner's number.
+// lookup makes an inode with the owner's number. A file that never reached the owner (its
+// every flush failed, and the application was told at close) stops counting in its folder.
 func (n *Node) OnForget() {
+	n.mu.Lock()
+	opens := n.opens
+	n.mu.Unlock()
 	n.createMu.Lock()
 	owner := n.ownerIno
+	if c := n.creating; c != nil && c.err == nil && opens == 0 {
+		c.err = errors.New("forgotten before it reached the owner")
+		c.parent.localKids.Add(-1)
+	}
 	n.createMu.Unlock()
 	if owner == 0 {
 		return
