@@ -259,17 +259,7 @@ type metaBench struct {
 	o    metaOptions
 	e    *workEnv
 	figs *figures
-	// lastDelete is when the last delete row (of any target) ended: see recentDeletes.
-	lastDelete time.Time
 }
-
-// recentDeletes is how long a create row waits after the last delete row. This machine
-// class's root filesystem is ext4 without a journal, which skips every inode freed in the
-// last 30 seconds when it allocates one, reading each one's inode table block to tell (see
-// outputName in mount.go): a create row that followed another target's delete row by less
-// than that measured the allocator's scan (about 0.5 ms a create, native included), and
-// whichever target came later in the rotation looked faster.
-const recentDeletes = 31 * time.Second
 
 func runMeta(ctx context.Context, o metaOptions) (*Section, error) {
 	e, err := newWorkEnv(o.commonOptions, "meta")
@@ -364,24 +354,11 @@ func (b *metaBench) runTarget(ctx context.Context, t *wtarget, run int) (err err
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if w.job.Op == "create" && !b.o.Quick {
-			if wait := time.Until(b.lastDelete.Add(recentDeletes)); wait > 0 {
-				progress("waiting %.0f s since the last deletes (recentDeletes)", wait.Seconds())
-				select {
-				case <-time.After(wait):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		}
 		var s0 *opCounts
 		if t.name == tPeerfs {
 			s0 = b.e.stats()
 		}
 		res, err := runJob(ctx, w.job)
-		if w.job.Op == "delete" {
-			b.lastDelete = time.Now()
-		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", w.row, err)
 		}
@@ -446,9 +423,7 @@ func (b *metaBench) section(targets []*wtarget) *Section {
 		"child process, timed as a whole and divided by its count; sequential rows write a new file (close "+
 		"included: peerfs and sshfs send the data to the owner by then) or read a file already read once; "+
 		"open+close, stat and deep_stat (a file %d folders below the working directory) run after one untimed "+
-		"pass over the same names, so they measure the cached path. Creates and deletes work in a new folder; a create row starts at least "+
-		"31 s after the last delete row of any target, as this disk's ext4, which has no journal, scans the inodes freed in "+
-		"the last 30 s at every create. "+
+		"pass over the same names, so they measure the cached path. Creates and deletes work in a new folder. "+
 		"Each target gets a fresh mount per run; %s, targets interleaved; µs per call, median (min-max). "+
 		"Ratios are latency over the native latency: above 1 is slower.\n\n",
 		sshfsText, deepDirs, plural(b.o.Runs, "run"))
