@@ -17,16 +17,22 @@ const coalesceMax = 256 << 10
 // alerts) writes pass straight through.
 type coalescer struct {
 	net.Conn
-	on  atomic.Bool // set only inside Conn.Write, under Conn.writeMu
-	buf []byte      // touched only by crypto/tls's writes, which hold its output lock
+	on atomic.Bool // set only inside Conn.Write, under writer.mu
+	// mu guards buf. crypto/tls writes records under its output lock, but Conn.Write
+	// flushes after crypto/tls returned, and a Close from another goroutine (the close_notify
+	// alert) may write a record meanwhile: it is buffered and goes out with that flush.
+	mu  sync.Mutex
+	buf []byte
 }
 
 func (w *coalescer) Write(b []byte) (int, error) {
 	if !w.on.Load() {
 		return w.Conn.Write(b)
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if len(w.buf)+len(b) > coalesceMax {
-		if err := w.flush(); err != nil {
+		if err := w.flushLocked(); err != nil {
 			return 0, err
 		}
 		if len(b) >= coalesceMax {
@@ -38,6 +44,12 @@ func (w *coalescer) Write(b []byte) (int, error) {
 }
 
 func (w *coalescer) flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flushLocked()
+}
+
+func (w *coalescer) flushLocked() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
@@ -57,9 +69,11 @@ type writer struct {
 func (c *Conn) Write(b []byte) (int, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
+	c.w.co.mu.Lock()
 	if c.w.co.buf == nil {
 		c.w.co.buf = make([]byte, 0, coalesceMax)
 	}
+	c.w.co.mu.Unlock()
 	c.w.co.on.Store(true)
 	n, err := c.Conn.Write(b)
 	c.w.co.on.Store(false)
