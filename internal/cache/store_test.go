@@ -480,9 +480,13 @@ func TestSaveFailure(t *testing.T) {
 	f := get(t, s, testKey, Version{Size: cs})
 	writeChunks(t, f, 0)
 	// A directory where the record's temp file goes makes the save fail (as a full disk
-	// would; permissions would not stop root).
+	// would; permissions would not stop root). It is not empty, so the failed save's
+	// clean-up cannot remove it: the background loop may try a save before this test does.
 	block := filepath.Join(dir, "data", hashKey(testKey).String()+".tmp")
 	if err := os.Mkdir(block, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(block, "keep"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f.Release()
@@ -499,7 +503,9 @@ func TestSaveFailure(t *testing.T) {
 	if !open || !dirty {
 		t.Fatalf("after a failed save: file open %v, dirty %v", open, dirty)
 	}
-	os.Remove(block) // the failed save may have removed it already
+	if err := os.RemoveAll(block); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.flush(flushDue); err != nil {
 		t.Fatal(err)
 	}
