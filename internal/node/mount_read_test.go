@@ -52,9 +52,11 @@ func cacheBypassingPages(t *testing.T, path string) []byte {
 }
 
 // TestMountRereadFromPages: right after the kernel read a whole file through the mount,
-// opening it again reads the kernel's own pages: no READ reaches the daemon and no
-// passthrough open is made (which would make the kernel empty those pages first). A change
-// on the owner still empties them.
+// opening it again reads the kernel's own pages: the mount never tells the kernel to drop
+// them and makes no passthrough open (which would make the kernel empty them first), so
+// hardly a READ reaches the daemon. (Not none: these VMs page out memory that looks cold, and
+// a page reclaimed between two re-reads is read again.) A change on the owner still empties
+// them.
 func TestMountRereadFromPages(t *testing.T) {
 	m := mountShare(t)
 	// Written aside and renamed into place: the owner's events for f.bin then carry only the
@@ -68,14 +70,16 @@ func TestMountRereadFromPages(t *testing.T) {
 	if got := readSequentially(t, filepath.Join(m.mnt, "f.bin")); !bytes.Equal(got, want) {
 		t.Fatal("first read differs")
 	}
-	reads, pass := opCalls(t, m, "read"), counter(t, m, "passthrough_opens")
+	reads, pass, drops := opCalls(t, m, "read"), counter(t, m, "passthrough_opens"), counter(t, m, "page_drops")
 	for i := 0; i < 3; i++ {
 		if got := readSequentially(t, filepath.Join(m.mnt, "f.bin")); !bytes.Equal(got, want) {
 			t.Fatalf("re-read %d differs", i+1)
 		}
 	}
-	if r, p := opCalls(t, m, "read")-reads, counter(t, m, "passthrough_opens")-pass; r != 0 || p != 0 {
-		t.Fatalf("re-reads sent %d READs and made %d passthrough opens; want both 0", r, p)
+	// Each re-read served by the daemon would take at least 9 READs (1 MiB at most each).
+	r, p, d := opCalls(t, m, "read")-reads, counter(t, m, "passthrough_opens")-pass, counter(t, m, "page_drops")-drops
+	if d != 0 || p != 0 || r >= 9 {
+		t.Fatalf("re-reads: the mount dropped the pages %d times, made %d passthrough opens, and %d READs reached it; want 0, 0 and a few at most (pages the kernel reclaimed)", d, p, r)
 	}
 	peertest.WriteRandomFile(t, filepath.Join(m.share, "f.bin"), 8<<20+100, 24)
 	want, _ = os.ReadFile(filepath.Join(m.share, "f.bin"))
