@@ -133,22 +133,11 @@ func (s *Share) CreateWith(req wire.CreateReq) (wire.Entry, error) {
 		return wire.Entry{}, err
 	}
 	if len(data) > 0 {
-		fi, err := f.Stat()
+		_, unlock, err := lockedWrite(op, path, f, off, data)
 		if err != nil {
-			f.Close()
-			return wire.Entry{}, fail(op, path, err)
+			return wire.Entry{}, err
 		}
-		// As a WRITE: one at a time per file, so that watchers describe it between writes.
-		mu := lockFor(entryFromInfo(fi).Ino)
-		mu.Lock()
-		defer mu.Unlock()
-		w := directio.NewWriter(f)
-		_, err = w.WriteAt(data, off)
-		w.Close()
-		if err != nil {
-			f.Close()
-			return wire.Entry{}, fail(op, path, err)
-		}
+		defer unlock()
 	}
 	if flags&wire.CreateSetTimes != 0 {
 		if err := futimes(f, time.Unix(0, req.AtimeNs), time.Unix(0, req.MtimeNs)); err != nil {
@@ -176,22 +165,36 @@ func (s *Share) Write(path string, off int64, data []byte) (wire.ChangeResp, err
 	if err != nil {
 		return wire.ChangeResp{}, err
 	}
+	pre, unlock, err := lockedWrite(op, path, f, off, data)
+	if err != nil {
+		return wire.ChangeResp{}, err
+	}
+	defer unlock()
+	e, err := s.closeWithEntry(op, path, f)
+	return wire.ChangeResp{Entry: e, Pre: pre.State()}, err
+}
+
+// lockedWrite takes the write lock of the open file f (of path), then writes data at off,
+// and returns the file as it was just before, and unlock, to call once the file's state
+// after the write is read. On failure f is closed and the lock released.
+//
+// One write at a time per file, so that each reply's states before and after bracket this
+// write alone (a change made elsewhere between two of them shows, fusefs/pages.go), and the
+// owner's watcher describes the file between writes (watch.Hub.Settle). The kernel
+// serialises writes to one file anyway.
+func lockedWrite(op, path string, f *os.File, off int64, data []byte) (pre wire.Entry, unlock func(), err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return wire.ChangeResp{}, fail(op, path, err)
+		return wire.Entry{}, nil, fail(op, path, err)
 	}
-	// One WRITE at a time per file, so that each reply's states before and after bracket
-	// this write alone: a change made elsewhere between two of them shows (fusefs/pages.go).
-	// The kernel serialises writes to one file anyway.
 	mu := lockFor(entryFromInfo(fi).Ino)
 	mu.Lock()
-	defer mu.Unlock()
 	if fi, err = f.Stat(); err != nil {
+		mu.Unlock()
 		f.Close()
-		return wire.ChangeResp{}, fail(op, path, err)
+		return wire.Entry{}, nil, fail(op, path, err)
 	}
-	pre := entryFromInfo(fi)
 	if len(data) > 0 {
 		// A large aligned write to a range nobody has cached goes straight to the disk
 		// (directio): a file copied into a mount costs the owner no page-cache churn.
@@ -199,12 +202,12 @@ func (s *Share) Write(path string, off int64, data []byte) (wire.ChangeResp, err
 		_, err := w.WriteAt(data, off)
 		w.Close()
 		if err != nil {
+			mu.Unlock()
 			f.Close()
-			return wire.ChangeResp{}, fail(op, path, err)
+			return wire.Entry{}, nil, fail(op, path, err)
 		}
 	}
-	e, err := s.closeWithEntry(op, path, f)
-	return wire.ChangeResp{Entry: e, Pre: pre.State()}, err
+	return entryFromInfo(fi), mu.Unlock, nil
 }
 
 // writeLocks serialise WRITEs and SETATTRs of one file (by inode number; files that share a
