@@ -89,10 +89,10 @@ func (n *Node) localEntry() (wire.Entry, bool) {
 	return wire.Entry{}, false
 }
 
-// createWith creates the file on the owner with data at off, if it exists only here, and
-// returns the reply as a WRITE's would be (the state before is the provisional entry's). A
-// file already on the owner gets a plain WRITE.
-func (n *Node) createWith(ctx context.Context, p string, off int64, data []byte) (wire.ChangeResp, error) {
+// writePiece sends one piece of the file's data to the owner: a WRITE, or, while the file
+// exists only here, the CREATE that carries it, whose reply reads as a WRITE's (the state
+// before is the provisional entry's).
+func (n *Node) writePiece(ctx context.Context, p string, off int64, data []byte) (wire.ChangeResp, error) {
 	n.createMu.Lock()
 	c := n.creating
 	if c == nil {
@@ -146,10 +146,8 @@ func (n *Node) ensureChildCreated(ctx context.Context, name string) syscall.Errn
 	if n.localKids.Load() == 0 {
 		return 0
 	}
-	if c := n.GetChild(name); c != nil {
-		if cn, ok := c.Operations().(*Node); ok {
-			return cn.ensureCreated(ctx)
-		}
+	if cn := n.childNode(name); cn != nil {
+		return cn.ensureCreated(ctx)
 	}
 	return 0
 }
@@ -180,9 +178,7 @@ func (n *Node) createFailed(c *localCreate, p string, err error) error {
 		c.maybeSent = true
 		return err
 	}
-	c.err = err
-	n.createLost.Store(true)
-	c.parent.localKids.Add(-1)
+	n.lose(c, err)
 	if errno := toErrno(err); errno == syscall.EACCES || errno == syscall.EROFS || errno == syscall.EPERM {
 		c.parent.createsOK.Store(false) // ask the owner at once next time
 	}
@@ -193,6 +189,13 @@ func (n *Node) createFailed(c *localCreate, p string, err error) error {
 	}
 	go n.root.notify(p, true) // not from inside a FUSE operation, which can deadlock
 	return err
+}
+
+// lose records that the file will never reach the owner, for err. createMu is held.
+func (n *Node) lose(c *localCreate, err error) {
+	c.err = err
+	n.createLost.Store(true)
+	c.parent.localKids.Add(-1)
 }
 
 // createError returns the owner's refusal to create the file, after which nothing more of it
@@ -239,8 +242,7 @@ func (n *Node) OnForget() {
 	n.createMu.Lock()
 	owner := n.ownerIno
 	if c := n.creating; c != nil && c.err == nil && opens == 0 {
-		c.err = errors.New("forgotten before it reached the owner")
-		c.parent.localKids.Add(-1)
+		n.lose(c, errors.New("forgotten before it reached the owner"))
 	}
 	n.createMu.Unlock()
 	if owner == 0 {

@@ -458,8 +458,10 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 	if known && before.IsRegular() {
 		chained[before.State()] = true
 	}
-	// sent records the owner's reply to one piece.
-	sent := func(off int64, data []byte, resp wire.ChangeResp, err error) error {
+	send := func(ctx context.Context, off int64, data []byte) error {
+		n.root.stats.send.Add(int64(len(data)))
+		n.root.stats.roundTrips.Add(1)
+		resp, err := n.writePiece(ctx, p, off, data)
 		if err == nil {
 			mu.Lock()
 			// Pieces complete in any order: the reply with the latest ctime is the file as it
@@ -481,21 +483,9 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 		}
 		return err
 	}
-	send := func(ctx context.Context, off int64, data []byte) error {
-		n.root.stats.send.Add(int64(len(data)))
-		n.root.stats.roundTrips.Add(1)
-		resp, err := n.root.owner.Write(ctx, p, off, data)
-		return sent(off, data, resp, err)
-	}
 	var first writeback.SendFunc
 	if created {
-		// The first piece creates the file on the owner; the others follow once it is there.
-		first = func(ctx context.Context, off int64, data []byte) error {
-			n.root.stats.send.Add(int64(len(data)))
-			n.root.stats.roundTrips.Add(1)
-			resp, err := n.createWith(ctx, p, off, data)
-			return sent(off, data, resp, err)
-		}
+		first = send // it creates the file on the owner; the others follow once it is there
 	}
 	err := n.wb.FlushFirst(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, fullOnly, first, send)
 	if n.createLost.Load() {

@@ -136,12 +136,10 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if n.localKids.Load() > 0 {
 		// A file created here that the owner has not got yet: the replica may have lost
 		// its name to a rescan.
-		if c := n.GetChild(name); c != nil {
-			if cn, ok := c.Operations().(*Node); ok {
-				if e, local := cn.localEntry(); local {
-					cn.fill(&e, &out.Attr)
-					return c, 0
-				}
+		if cn := n.childNode(name); cn != nil {
+			if e, local := cn.localEntry(); local {
+				cn.fill(&e, &out.Attr)
+				return cn.EmbeddedInode(), 0
 			}
 		}
 	}
@@ -411,6 +409,16 @@ func checkName(names ...string) syscall.Errno {
 
 // childPath is the share path of name in directory n.
 func (n *Node) childPath(name string) string { return tree.Join(n.path(), name) }
+
+// childNode returns the Node of the inode the kernel knows for name in directory n, or nil.
+func (n *Node) childNode(name string) *Node {
+	if c := n.GetChild(name); c != nil {
+		if cn, ok := c.Operations().(*Node); ok {
+			return cn
+		}
+	}
+	return nil
+}
 
 var _ = (fs.NodeAccesser)((*Node)(nil))
 

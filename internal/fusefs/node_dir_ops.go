@@ -200,10 +200,8 @@ var _ = (fs.NodeRmdirer)((*Node)(nil))
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	n.root.stats.rmdir.Add(0)
 	p := n.childPath(name)
-	if c := n.GetChild(name); c != nil {
-		if cn, ok := c.Operations().(*Node); ok && cn.localKids.Load() > 0 {
-			return syscall.ENOTEMPTY // it holds files created here, not yet on the owner
-		}
+	if cn := n.childNode(name); cn != nil && cn.localKids.Load() > 0 {
+		return syscall.ENOTEMPTY // it holds files created here, not yet on the owner
 	}
 	n.root.stats.roundTrips.Add(1)
 	err := n.root.owner.Rmdir(ctx, p)
@@ -274,11 +272,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	}
 	// Data written under the old name must land before the name changes.
-	if child := n.GetChild(name); child != nil {
-		if cn, ok := child.Operations().(*Node); ok {
-			if errno := cn.flush(ctx); errno != 0 {
-				return errno
-			}
+	if cn := n.childNode(name); cn != nil {
+		if errno := cn.flush(ctx); errno != 0 {
+			return errno
 		}
 	}
 	n.root.stats.roundTrips.Add(1)
@@ -302,12 +298,8 @@ const renameNoReplace = 0x1
 // rename over it): like NFS, the file is renamed on the owner to a hidden name, keeps working
 // for its open descriptors, and is deleted at the last close. It reports whether it did so.
 func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Errno) {
-	child := n.GetChild(name)
-	if child == nil {
-		return false, 0
-	}
-	cn, ok := child.Operations().(*Node)
-	if !ok {
+	cn := n.childNode(name)
+	if cn == nil {
 		return false, 0
 	}
 	cn.mu.Lock()
