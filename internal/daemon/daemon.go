@@ -31,6 +31,7 @@ type Options struct {
 // the listen address taken) or if the node or the API server fails. SIGHUP reloads the config
 // file. The control socket is removed on return.
 func Run(ctx context.Context, opts Options) error {
+	raiseProcs()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -28,6 +28,7 @@ type MountOptions struct {
 // A small control socket of its own (config.Paths.MountSocket) answers "peerfs stats",
 // "peerfs mounts" and "peerfs unmount" for the mount point.
 func Mount(ctx context.Context, opts MountOptions) error {
+	raiseProcs()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
