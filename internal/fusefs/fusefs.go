@@ -48,6 +48,8 @@ type Owner interface {
 	// CreateWith sends a CREATE with its first data or its times (wire.CreateWithData,
 	// wire.CreateSetTimes; req.Share is the mount's) and returns the file as it then is.
 	CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error)
+	// Mkdir and Symlink fail with EEXIST when the name exists on the owner, as mkdir(2) and
+	// symlink(2) do.
 	Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error)
 	Symlink(ctx context.Context, path, target string) (wire.Entry, error)
 	Link(ctx context.Context, from, to string) (wire.Entry, error)

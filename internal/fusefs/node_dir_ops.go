@@ -62,11 +62,12 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	n.root.stats.mkdir.Add(0)
 	p := n.childPath(name)
 	if _, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
-		return nil, syscall.EEXIST // the owner's MKDIR treats an existing directory as success
+		return nil, syscall.EEXIST // known here: no round trip
 	}
 	n.root.stats.roundTrips.Add(1)
-	e, err := n.root.owner.Mkdir(ctx, p, mode&0o7777)
+	e, err := n.root.owner.Mkdir(ctx, p, mode&0o7777) // exclusive, as mkdir(2)
 	if err != nil {
+		n.root.nameTaken(p, err)
 		return nil, toErrno(err)
 	}
 	n.root.replica.Put(p, e)
@@ -90,11 +91,12 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	n.root.stats.symlink.Add(0)
 	p := n.childPath(name)
 	if _, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
-		return nil, syscall.EEXIST // the owner's SYMLINK replaces links; symlink(2) must not
+		return nil, syscall.EEXIST // known here: no round trip
 	}
 	n.root.stats.roundTrips.Add(1)
-	e, err := n.root.owner.Symlink(ctx, p, target)
+	e, err := n.root.owner.Symlink(ctx, p, target) // exclusive, as symlink(2)
 	if err != nil {
+		n.root.nameTaken(p, err)
 		return nil, toErrno(err)
 	}
 	n.root.replica.Put(p, e)

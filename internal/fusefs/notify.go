@@ -18,6 +18,15 @@ func (r *Root) forgetContent(p string) {
 	}
 }
 
+// nameTaken forgets what the replica says of p when the owner refused to make it because the
+// name exists there (err is EEXIST): another device made it and its event has not arrived
+// yet, so the next lookup asks the owner.
+func (r *Root) nameTaken(p string, err error) {
+	if toErrno(err) == syscall.EEXIST {
+		r.replica.InvalidateEntry(p)
+	}
+}
+
 // ApplyEvents applies the owner's change events: the replica learns the new attributes, the
 // cache drops changed contents, and the kernel forgets its entries, attributes and pages of
 // what changed. It runs on the event goroutine, never inside a FUSE operation, and holds no

@@ -242,3 +242,44 @@ func TestMountCreateNameTakenOnOwner(t *testing.T) {
 		ownerHas(t, filepath.Join(owned, name), []byte("theirs"))
 	}
 }
+
+// TestMountMkdirSymlinkNameTakenOnOwner: mkdir and symlink through the mount of names another
+// device made on the owner a moment before, before its change event can have arrived, fail
+// with EEXIST as on a local disk: a directory made as a lock stays one device's, and the
+// other device's link keeps its target. The mount then shows the owner's objects.
+func TestMountMkdirSymlinkNameTakenOnOwner(t *testing.T) {
+	m := mountShare(t)
+	dir, owned := createdDir(t, m, "race")
+	for i := range 20 {
+		name := fmt.Sprint("lock", i)
+		if err := os.Mkdir(filepath.Join(owned, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); !errors.Is(err, syscall.EEXIST) {
+			t.Errorf("mkdir %s, which the owner just made: %v, want EEXIST", name, err)
+		}
+		link := fmt.Sprint("link", i)
+		if err := os.Symlink("theirs", filepath.Join(owned, link)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("mine", filepath.Join(dir, link)); !errors.Is(err, syscall.EEXIST) {
+			t.Errorf("symlink %s, which the owner just made: %v, want EEXIST", link, err)
+		}
+		if got, err := os.Readlink(filepath.Join(owned, link)); err != nil || got != "theirs" {
+			t.Errorf("owner's %s -> %q, %v; want theirs", link, got, err)
+		}
+	}
+	// The owner's directory and link show through the mount once their events arrive.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fi, err := os.Lstat(filepath.Join(dir, "lock19"))
+		target, lerr := os.Readlink(filepath.Join(dir, "link19"))
+		if err == nil && fi.IsDir() && fi.Mode().Perm() == 0o700 && lerr == nil && target == "theirs" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("through the mount: lock19 %v, %v; link19 -> %q, %v", fi, err, target, lerr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

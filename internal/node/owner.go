@@ -87,12 +87,14 @@ func (o *mountOwner) CreateWith(ctx context.Context, req wire.CreateReq) (wire.E
 	return rp.CreateWith(ctx, req)
 }
 
+// Mkdir and Symlink are exclusive, as mkdir(2) and symlink(2) are: the mount's replica may not
+// know yet of a name another device just made there.
 func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error) {
 	rp, ctx, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, err
 	}
-	return rp.Mkdir(ctx, o.share, path, mode)
+	return rp.Mkdir(ctx, o.share, path, mode, wire.NameExclusive)
 }
 
 func (o *mountOwner) Symlink(ctx context.Context, path, target string) (wire.Entry, error) {
@@ -100,7 +102,7 @@ func (o *mountOwner) Symlink(ctx context.Context, path, target string) (wire.Ent
 	if err != nil {
 		return wire.Entry{}, err
 	}
-	return rp.Symlink(ctx, o.share, path, target)
+	return rp.Symlink(ctx, o.share, path, target, wire.NameExclusive)
 }
 
 func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, error) {

@@ -59,15 +59,17 @@ func (p Peer) ReadDir(ctx context.Context, share, path string, inlineMax uint32)
 	return all, err
 }
 
-// Mkdir creates directory path (an existing directory is success).
-func (p Peer) Mkdir(ctx context.Context, share, path string, mode uint32) (wire.Entry, error) {
-	req := wire.MkdirReq{Share: share, Path: path, Mode: mode}
+// Mkdir creates directory path. flags is wire.NameExclusive (an existing name is EEXIST) or 0
+// (an existing directory is success).
+func (p Peer) Mkdir(ctx context.Context, share, path string, mode, flags uint32) (wire.Entry, error) {
+	req := wire.MkdirReq{Share: share, Path: path, Mode: mode, Flags: flags}
 	return p.callEntry(ctx, wire.OpMkdir, req.AppendTo(nil))
 }
 
-// Symlink creates path as a symbolic link to target.
-func (p Peer) Symlink(ctx context.Context, share, path, target string) (wire.Entry, error) {
-	req := wire.SymlinkReq{Share: share, Path: path, Target: target}
+// Symlink creates path as a symbolic link to target. flags is wire.NameExclusive or 0 (an
+// existing link is replaced).
+func (p Peer) Symlink(ctx context.Context, share, path, target string, flags uint32) (wire.Entry, error) {
+	req := wire.SymlinkReq{Share: share, Path: path, Target: target, Flags: flags}
 	return p.callEntry(ctx, wire.OpSymlink, req.AppendTo(nil))
 }
 

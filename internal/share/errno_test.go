@@ -112,7 +112,7 @@ func TestMessage(t *testing.T) {
 	_, missErr := s.Stat("sub/missing")
 	_, longErr := s.Stat(strings.Repeat("d/", wire.MaxPathLen/2) + "x")
 	_, nulErr := s.Stat("a\x00\nb")
-	rootErr := s.Mkdir("a.txt", 0o755)
+	rootErr := s.Mkdir("a.txt", 0o755, 0)
 	// An error from an *os.File a Share handed out names the file by its absolute path.
 	f, _, err := s.OpenRead("a.txt")
 	if err != nil {

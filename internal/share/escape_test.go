@@ -42,8 +42,8 @@ var methods = []method{
 	}},
 	{"CommitPart", func(s *Share, p string) error { return s.CommitPart(p, 0o777, time.Now()) }},
 	{"RemovePart", func(s *Share, p string) error { return s.RemovePart(p) }},
-	{"Mkdir", func(s *Share, p string) error { return s.Mkdir(p, 0o777) }},
-	{"Symlink", func(s *Share, p string) error { return s.Symlink(p, "a.txt") }},
+	{"Mkdir", func(s *Share, p string) error { return s.Mkdir(p, 0o777, 0) }},
+	{"Symlink", func(s *Share, p string) error { return s.Symlink(p, "a.txt", 0) }},
 	{"SetAttr", func(s *Share, p string) error {
 		return setAttr(s, p, wire.SetMode|wire.SetMtime, 0o777, time.Now())
 	}},
@@ -247,7 +247,7 @@ func TestPeerMadeLinks(t *testing.T) {
 	before := snapshot(t, fx.outside)
 
 	for _, target := range []string{"../outside", fx.outside, "sub/../../outside"} {
-		if err := s.Symlink("evil", target); err != nil {
+		if err := s.Symlink("evil", target, 0); err != nil {
 			t.Fatalf("Symlink evil -> %s: %v", target, err)
 		}
 		for _, m := range methods {
@@ -258,7 +258,7 @@ func TestPeerMadeLinks(t *testing.T) {
 
 	// A part name planted as a link to the canary: a fresh or resumed part replaces the link.
 	for _, resume := range []bool{false, true} {
-		if err := s.Symlink(".x.peerfs-part", "../outside/canary"); err != nil {
+		if err := s.Symlink(".x.peerfs-part", "../outside/canary", 0); err != nil {
 			t.Fatal(err)
 		}
 		f, off, err := s.CreatePart("x", resume)
@@ -280,7 +280,7 @@ func TestPeerMadeLinks(t *testing.T) {
 
 	// A planted link as the part at commit time is refused, wherever it points.
 	for _, target := range []string{"../outside/canary", "a.txt"} {
-		if err := s.Symlink(".y.peerfs-part", target); err != nil {
+		if err := s.Symlink(".y.peerfs-part", target, 0); err != nil {
 			t.Fatal(err)
 		}
 		wantCode(t, "CommitPart(y) with part -> "+target, s.CommitPart("y", 0o777, time.Now()), wire.EINVAL)

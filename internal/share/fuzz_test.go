@@ -49,14 +49,14 @@ func FuzzSharePath(f *testing.F) {
 				}
 				return nil
 			}},
-			{"Mkdir", func() error { return s.Mkdir(p, 0o755) }},
+			{"Mkdir", func() error { return s.Mkdir(p, 0o755, 0) }},
 			{"Create", func() error { _, err := s.Create(p, 0o644, wire.CreateTruncate); return err }},
 			{"Write", func() error { _, err := s.Write(p, 3, []byte("fuzz")); return err }},
 			{"Fallocate", func() error { _, err := s.Fallocate(p, 0, 0, 16); return err }},
 			{"SetXattr", func() error { return s.SetXattr(p, "user.fuzz", []byte("v"), 0) }},
 			{"Link", func() error { _, err := s.Link("sub/b.txt", p); return err }},
 			{"Unlink", func() error { return s.Unlink(p) }},
-			{"Symlink", func() error { return s.Symlink(p, "../outside") }},
+			{"Symlink", func() error { return s.Symlink(p, "../outside", 0) }},
 		}
 		for _, c := range calls {
 			err := c.call()

@@ -220,10 +220,10 @@ func TestUnlinkRmdir(t *testing.T) {
 	wantCode(t, "Unlink of a missing name", s.Unlink("missing"), wire.ENOENT)
 	wantCode(t, "Unlink under a file", s.Unlink("a.txt/x"), wire.ENOTDIR)
 
-	if err := s.Mkdir("sub/empty", 0o755); err != nil {
+	if err := s.Mkdir("sub/empty", 0o755, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Symlink("tosub", "sub"); err != nil {
+	if err := s.Symlink("tosub", "sub", 0); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, "Rmdir of a non-empty directory", s.Rmdir("sub"), wire.ENOTEMPTY)
@@ -305,7 +305,7 @@ func TestRename(t *testing.T) {
 		t.Errorf("renamed link: %q %v", target, err)
 	}
 	// A parent reached through a link inside the share.
-	if err := s.Symlink("tosub", "sub"); err != nil {
+	if err := s.Symlink("tosub", "sub", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Rename("dir", "tosub/moved", 0); err != nil || readFile(t, host("sub/moved")) != "bee" {

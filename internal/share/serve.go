@@ -115,7 +115,7 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 		var req wire.MkdirReq
 		if sh := sv.decode(r, &req); sh != nil {
 			// The new directory's Entry spares the mount a STAT after it.
-			e, err := wire.Entry{}, sh.Mkdir(req.Path, req.Mode)
+			e, err := wire.Entry{}, sh.Mkdir(req.Path, req.Mode, req.Flags)
 			if err == nil {
 				e, err = sh.Stat(req.Path)
 			}
@@ -124,7 +124,7 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 	case wire.OpSymlink:
 		var req wire.SymlinkReq
 		if sh := sv.decode(r, &req); sh != nil {
-			e, err := wire.Entry{}, sh.Symlink(req.Path, req.Target)
+			e, err := wire.Entry{}, sh.Symlink(req.Path, req.Target, req.Flags)
 			if err == nil {
 				e, err = sh.Stat(req.Path)
 			}

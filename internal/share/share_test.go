@@ -163,7 +163,7 @@ func TestReadDir(t *testing.T) {
 	}
 
 	// A link to a directory inside the share is listed like the directory.
-	if err := fx.s.Symlink("sublink", "sub"); err != nil {
+	if err := fx.s.Symlink("sublink", "sub", 0); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := fx.s.ReadDir("sublink"); err != nil || len(l) != 2 {
@@ -301,7 +301,7 @@ func TestUpload(t *testing.T) {
 	wantCode(t, "CreatePart(root)", err, wire.EISDIR)
 	f, _, _ = s.CreatePart("dir2", false)
 	f.Close()
-	if err := s.Mkdir("dir2", 0o755); err != nil {
+	if err := s.Mkdir("dir2", 0o755, 0); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, "CommitPart over a dir", s.CommitPart("dir2", 0o644, mtime), wire.EISDIR)
@@ -335,11 +335,28 @@ func TestMkdir(t *testing.T) {
 		{"a.txt/x", wire.ENOTDIR},
 	}
 	for _, tt := range tests {
-		wantCode(t, "Mkdir("+tt.path+")", s.Mkdir(tt.path, 0o750), tt.want)
+		wantCode(t, "Mkdir("+tt.path+")", s.Mkdir(tt.path, 0o750, 0), tt.want)
 	}
 	fi, err := os.Lstat(filepath.Join(fx.shareDir, "new"))
 	if err != nil || !fi.IsDir() || fi.Mode().Perm()&^0o750 != 0 {
 		t.Errorf("new = %v, %v", fi, err)
+	}
+
+	// Exclusive, as a mount asks: any existing name is EEXIST, as for mkdir(2).
+	exclusive := []struct {
+		path string
+		want wire.Errno
+	}{
+		{"fresh", 0},
+		{"fresh", wire.EEXIST},
+		{"sub", wire.EEXIST},
+		{"", wire.EEXIST},
+		{"a.txt", wire.EEXIST},
+		{"link", wire.EEXIST},
+		{"missing/x", wire.ENOENT},
+	}
+	for _, tt := range exclusive {
+		wantCode(t, "exclusive Mkdir("+tt.path+")", s.Mkdir(tt.path, 0o750, wire.NameExclusive), tt.want)
 	}
 }
 
@@ -354,7 +371,7 @@ func TestSymlink(t *testing.T) {
 		}
 		return got
 	}
-	if err := s.Symlink("sub/l", "../a.txt"); err != nil {
+	if err := s.Symlink("sub/l", "../a.txt", 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := readlink("sub/l"); got != "../a.txt" {
@@ -362,7 +379,7 @@ func TestSymlink(t *testing.T) {
 	}
 	// Replace an existing link, including one leading outside: the link changes, not its target.
 	for _, name := range []string{"sub/l", "out", "dangling"} {
-		if err := s.Symlink(name, "b.txt"); err != nil {
+		if err := s.Symlink(name, "b.txt", 0); err != nil {
 			t.Fatalf("Symlink(%s) replace: %v", name, err)
 		}
 		if got := readlink(name); got != "b.txt" {
@@ -370,16 +387,27 @@ func TestSymlink(t *testing.T) {
 		}
 	}
 	// Target stored verbatim, even one that leads nowhere or outside.
-	if err := s.Symlink("far", "/no/such/../place"); err != nil {
+	if err := s.Symlink("far", "/no/such/../place", 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := readlink("far"); got != "/no/such/../place" {
 		t.Errorf("far -> %q", got)
 	}
-	wantCode(t, "Symlink over a file", s.Symlink("a.txt", "x"), wire.EEXIST)
-	wantCode(t, "Symlink over a dir", s.Symlink("sub", "x"), wire.EEXIST)
-	wantCode(t, "Symlink at root", s.Symlink("", "x"), wire.EEXIST)
-	wantCode(t, "Symlink empty target", s.Symlink("e", ""), wire.EINVAL)
+	wantCode(t, "Symlink over a file", s.Symlink("a.txt", "x", 0), wire.EEXIST)
+	wantCode(t, "Symlink over a dir", s.Symlink("sub", "x", 0), wire.EEXIST)
+	wantCode(t, "Symlink at root", s.Symlink("", "x", 0), wire.EEXIST)
+	wantCode(t, "Symlink empty target", s.Symlink("e", "", 0), wire.EINVAL)
+	// Exclusive, as a mount asks: an existing link stays as it is, as for symlink(2).
+	wantCode(t, "exclusive Symlink over a link", s.Symlink("far", "elsewhere", wire.NameExclusive), wire.EEXIST)
+	if got := readlink("far"); got != "/no/such/../place" {
+		t.Errorf("far -> %q after a refused exclusive Symlink", got)
+	}
+	if err := s.Symlink("new-link", "b.txt", wire.NameExclusive); err != nil {
+		t.Fatalf("exclusive Symlink of a new name: %v", err)
+	}
+	if got := readlink("new-link"); got != "b.txt" {
+		t.Errorf("new-link -> %q", got)
+	}
 	if b, _ := os.ReadFile(filepath.Join(fx.shareDir, "a.txt")); string(b) != "hello" {
 		t.Errorf("a.txt = %q", b)
 	}
@@ -467,11 +495,11 @@ func TestReadOnlyShare(t *testing.T) {
 		{"CreatePart resume", func() error { _, _, err := s.CreatePart("a.txt", true); return err }},
 		{"CommitPart", func() error { return s.CommitPart("a.txt", 0o644, time.Now()) }},
 		{"RemovePart", func() error { return s.RemovePart("a.txt") }},
-		{"Mkdir new", func() error { return s.Mkdir("newdir", 0o755) }},
-		{"Mkdir existing", func() error { return s.Mkdir("sub", 0o755) }},
-		{"Mkdir root", func() error { return s.Mkdir("", 0o755) }},
-		{"Symlink new", func() error { return s.Symlink("l2", "a.txt") }},
-		{"Symlink replace", func() error { return s.Symlink("link", "sub") }},
+		{"Mkdir new", func() error { return s.Mkdir("newdir", 0o755, 0) }},
+		{"Mkdir existing", func() error { return s.Mkdir("sub", 0o755, 0) }},
+		{"Mkdir root", func() error { return s.Mkdir("", 0o755, 0) }},
+		{"Symlink new", func() error { return s.Symlink("l2", "a.txt", 0) }},
+		{"Symlink replace", func() error { return s.Symlink("link", "sub", 0) }},
 		{"SetAttr", func() error { return setAttr(s, "a.txt", wire.SetMode|wire.SetMtime, 0o777, time.Now()) }},
 		{"SetAttr root", func() error { return setAttr(s, "", wire.SetMode, 0o777, time.Now()) }},
 	}

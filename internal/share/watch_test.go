@@ -55,11 +55,11 @@ func TestSubscribeEntriesMatchStat(t *testing.T) {
 	writeFile(t, filepath.Join(fx.shareDir, "sub", "new.txt"), "fresh", 0o600)
 	seen = nextMatching(t, fx.s, sub, "sub/new.txt", seen)
 	// The share's own changes, made for a peer, are reported too.
-	if err := fx.s.Mkdir("made", 0o750); err != nil {
+	if err := fx.s.Mkdir("made", 0o750, 0); err != nil {
 		t.Fatal(err)
 	}
 	seen = nextMatching(t, fx.s, sub, "made", seen)
-	if err := fx.s.Symlink("made/ln", "../a.txt"); err != nil {
+	if err := fx.s.Symlink("made/ln", "../a.txt", 0); err != nil {
 		t.Fatal(err)
 	}
 	seen = nextMatching(t, fx.s, sub, "made/ln", seen)

@@ -143,21 +143,25 @@ func (s *Share) RemovePart(path string) error {
 }
 
 // Mkdir creates one directory with the permission bits mode&0777 (the umask applies, as for
-// mkdir). An existing directory is success, so a tree can be sent again; an existing
+// mkdir). With wire.NameExclusive in flags any existing name is EEXIST, as for mkdir(2);
+// without it an existing directory is success, so a tree can be sent again, and an existing
 // non-directory, a symlink included, is EEXIST. The share root always exists.
-func (s *Share) Mkdir(path string, mode uint32) error {
+func (s *Share) Mkdir(path string, mode, flags uint32) error {
 	const op = "mkdir"
 	if err := s.checkWrite(op, path); err != nil {
 		return err
 	}
 	if path == "" {
+		if flags&wire.NameExclusive != 0 {
+			return fail(op, path, errnoErr("the share root exists", syscall.EEXIST))
+		}
 		return nil
 	}
 	err := s.root.Mkdir(path, fs.FileMode(mode&0o777))
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, fs.ErrExist) {
+	if errors.Is(err, fs.ErrExist) && flags&wire.NameExclusive == 0 {
 		if fi, lerr := s.root.Lstat(path); lerr == nil && fi.IsDir() {
 			return nil
 		}
@@ -166,10 +170,11 @@ func (s *Share) Mkdir(path string, mode uint32) error {
 }
 
 // Symlink creates a symlink at path whose target is stored verbatim. The target is not judged:
-// following any link is confined to the share by os.Root. An existing symlink is replaced
-// atomically (a new link under a temporary name is renamed over it); anything else at path is
-// refused with EEXIST.
-func (s *Share) Symlink(path, target string) error {
+// following any link is confined to the share by os.Root. With wire.NameExclusive in flags any
+// existing name is EEXIST, as for symlink(2); without it an existing symlink is replaced
+// atomically (a new link under a temporary name is renamed over it) and anything else at path
+// is refused with EEXIST.
+func (s *Share) Symlink(path, target string, flags uint32) error {
 	const op = "symlink"
 	if err := s.checkWrite(op, path); err != nil {
 		return err
@@ -181,7 +186,7 @@ func (s *Share) Symlink(path, target string) error {
 		return fail(op, path, errnoErr("empty link target", syscall.EINVAL))
 	}
 	err := s.root.Symlink(target, path)
-	if !errors.Is(err, fs.ErrExist) {
+	if !errors.Is(err, fs.ErrExist) || flags&wire.NameExclusive != 0 {
 		if err != nil {
 			return fail(op, path, err)
 		}

@@ -106,7 +106,7 @@ func (s *sender) tree(ctx context.Context, localDir, remoteDir string, fi fs.Fil
 
 func (s *sender) walk(ctx context.Context, localDir, remoteDir string, fi fs.FileInfo, jobs chan<- sendJob, dirs *[]sendJob) error {
 	// Writable by us while we fill it; the real mode is set at the end.
-	if _, err := s.peer.Mkdir(ctx, s.share, remoteDir, uint32(fi.Mode().Perm())|0o700); err != nil {
+	if _, err := s.peer.Mkdir(ctx, s.share, remoteDir, uint32(fi.Mode().Perm())|0o700, 0); err != nil {
 		return fmt.Errorf("creating %s: %w", remoteDir, err)
 	}
 	s.c.dirs.Add(1)
@@ -161,7 +161,7 @@ func (s *sender) symlink(ctx context.Context, local, remotePath string) error {
 		return err
 	}
 	s.c.symlinks.Add(1)
-	_, err = s.peer.Symlink(ctx, s.share, remotePath, target)
+	_, err = s.peer.Symlink(ctx, s.share, remotePath, target, 0)
 	return err
 }
 

@@ -2,18 +2,31 @@ package wire
 
 import "fmt"
 
-// MkdirReq is the body of MKDIR. An existing directory is success, so trees can be re-sent.
+// MkdirReq is the body of MKDIR. Without NameExclusive an existing directory is success, so
+// trees can be sent again.
 type MkdirReq struct {
 	Share string
 	Path  string
 	Mode  uint32 // permission bits
+	Flags uint32 // NameExclusive
 }
+
+// MKDIR and SYMLINK flags.
+const (
+	// NameExclusive makes a name that exists on the owner an error (EEXIST), as mkdir(2) and
+	// symlink(2) do; without it an existing directory (MKDIR) is success and an existing
+	// link (SYMLINK) is replaced, so that a tree can be sent again. A mount always sets it:
+	// its replica may not know yet of a name another device just created.
+	NameExclusive uint32 = 1 << 0
+	nameKnown            = NameExclusive
+)
 
 func (m *MkdirReq) AppendTo(b []byte) []byte {
 	e := encoder{b}
 	e.str(m.Share)
 	e.str(m.Path)
 	e.u32(m.Mode)
+	e.u32(m.Flags)
 	return e.b
 }
 
@@ -22,17 +35,23 @@ func (m *MkdirReq) Decode(b []byte) error {
 	m.Share = d.share()
 	m.Path = d.path("path")
 	m.Mode = d.u32("mode")
+	m.Flags = d.u32("flags")
 	if d.err == nil && m.Path == "" {
 		return fmt.Errorf("%w: MKDIR of the share root", ErrMalformed)
+	}
+	if d.err == nil && m.Flags&^nameKnown != 0 {
+		return fmt.Errorf("%w: MKDIR with unknown flags %#x", ErrMalformed, m.Flags&^nameKnown)
 	}
 	return d.done("MKDIR")
 }
 
-// SymlinkReq is the body of SYMLINK: create Path as a link to Target, replacing an existing link.
+// SymlinkReq is the body of SYMLINK: create Path as a link to Target. Without NameExclusive an
+// existing link is replaced.
 type SymlinkReq struct {
 	Share  string
 	Path   string
 	Target string
+	Flags  uint32 // NameExclusive
 }
 
 func (m *SymlinkReq) AppendTo(b []byte) []byte {
@@ -40,6 +59,7 @@ func (m *SymlinkReq) AppendTo(b []byte) []byte {
 	e.str(m.Share)
 	e.str(m.Path)
 	e.str(m.Target)
+	e.u32(m.Flags)
 	return e.b
 }
 
@@ -48,8 +68,12 @@ func (m *SymlinkReq) Decode(b []byte) error {
 	m.Share = d.share()
 	m.Path = d.path("path")
 	m.Target = d.str("target", MaxPathLen)
+	m.Flags = d.u32("flags")
 	if d.err == nil && (m.Path == "" || m.Target == "") {
 		return fmt.Errorf("%w: SYMLINK needs a path and a target", ErrMalformed)
+	}
+	if d.err == nil && m.Flags&^nameKnown != 0 {
+		return fmt.Errorf("%w: SYMLINK with unknown flags %#x", ErrMalformed, m.Flags&^nameKnown)
 	}
 	return d.done("SYMLINK")
 }

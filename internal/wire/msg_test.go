@@ -202,6 +202,8 @@ func TestDecodeRefusesBadFlagsAndFields(t *testing.T) {
 		{"MKDIR of the share root", &MkdirReq{Share: "s", Path: "", Mode: 0o755}},
 		{"SYMLINK at the share root", &SymlinkReq{Share: "s", Path: "", Target: "x"}},
 		{"SYMLINK with no target", &SymlinkReq{Share: "s", Path: "l", Target: ""}},
+		{"MKDIR with unknown flags", &MkdirReq{Share: "s", Path: "d", Mode: 0o755, Flags: 1 << 1}},
+		{"SYMLINK with unknown flags", &SymlinkReq{Share: "s", Path: "l", Target: "x", Flags: 1 << 5}},
 		{"READ over MaxChunk", &ReadReq{Share: "s", Path: "f", Length: MaxChunk + 1}},
 		{"READ of 4 GiB", &ReadReq{Share: "s", Path: "f", Length: 0xFFFFFFFF}},
 		{"HELLO empty version range", &Hello{MinVersion: 2, MaxVersion: 1, MaxFrameLen: MaxFrameLen}},
