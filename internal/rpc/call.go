@@ -31,16 +31,22 @@ func (s *Session) Call(ctx context.Context, op wire.Op, body []byte) (*Buffer, e
 	return f.buf, nil
 }
 
-// CallBuffer is Call with the request body already in body's payload (a pooled Buffer from
-// GetBuffer): a bulk request such as a 1 MiB WRITE leaves without being copied again.
-// CallBuffer takes ownership of body and releases it.
-func (s *Session) CallBuffer(ctx context.Context, op wire.Op, body *Buffer) (*Buffer, error) {
+// CallBuffer is Call with the request body in body's payload (a pooled Buffer from
+// GetBuffer) followed by data, which may be nil: a bulk request such as a 1 MiB WRITE leaves
+// without its data being copied. CallBuffer takes ownership of body and releases it; data is
+// not touched once it returns.
+func (s *Session) CallBuffer(ctx context.Context, op wire.Op, body *Buffer, data []byte) (*Buffer, error) {
+	if len(body.B)-wire.HeaderLen+len(data) > wire.MaxFrameLen {
+		n := len(body.B) - wire.HeaderLen + len(data)
+		body.Release()
+		return nil, fmt.Errorf("%v request of %d bytes exceeds the frame limit", op, n)
+	}
 	x, err := s.open(ctx, op)
 	if err != nil {
 		body.Release()
 		return nil, err
 	}
-	if err := x.sendBuffer(op, body); err != nil {
+	if err := x.sendParts(op, body, data); err != nil {
 		x.end()
 		return nil, err
 	}

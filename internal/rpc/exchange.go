@@ -233,6 +233,14 @@ func (x *exchange) sendBuffer(op wire.Op, buf *Buffer) error {
 	return err
 }
 
+// sendParts writes a frame whose payload is head's payload followed by data, and releases head.
+func (x *exchange) sendParts(op wire.Op, head *Buffer, data []byte) error {
+	wire.Header{Len: uint32(len(head.B) - wire.HeaderLen + len(data)), Op: op, Flags: x.flags, Tag: x.tag}.Put(head.B)
+	err := x.s.writeParts(head.B, data)
+	head.Release()
+	return err
+}
+
 // abandon is the opener giving up: CANCEL the peer, drop what is queued.
 func (x *exchange) abandon() {
 	if !x.finished() {

@@ -302,6 +302,32 @@ func (s *Session) writeRaw(b []byte) error {
 	return nil
 }
 
+// buffersWriter is a connection that writes several slices as one contiguous write
+// (transport.Conn).
+type buffersWriter interface {
+	WriteBuffers(bufs ...[]byte) (int, error)
+}
+
+// writeParts writes a complete frame made of head (header included) and then data, without
+// joining them: a bulk payload is not copied. On a connection that cannot write both at once
+// they go as two writes, still contiguous under writeMu.
+func (s *Session) writeParts(head, data []byte) error {
+	s.writeMu.Lock()
+	var err error
+	if bw, ok := s.conn.(buffersWriter); ok {
+		_, err = bw.WriteBuffers(head, data)
+	} else if _, err = s.conn.Write(head); err == nil {
+		_, err = s.conn.Write(data)
+	}
+	s.writeMu.Unlock()
+	if err != nil {
+		s.shutdown(fmt.Errorf("write: %w", err))
+		return s.closeErr
+	}
+	s.bytesOut.Add(uint64(len(head) + len(data)))
+	return nil
+}
+
 // errTooLong: a frame body exceeds wire.MaxFrameLen; nothing was sent.
 var errTooLong = errors.New("frame body longer than MaxFrameLen")
 

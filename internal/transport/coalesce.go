@@ -66,7 +66,12 @@ type writer struct {
 
 // Write sends b as TLS records coalesced into few system calls. It is safe for concurrent use;
 // each call's bytes stay contiguous on the wire.
-func (c *Conn) Write(b []byte) (int, error) {
+func (c *Conn) Write(b []byte) (int, error) { return c.WriteBuffers(b) }
+
+// WriteBuffers sends the concatenation of bufs as Write sends one slice: contiguous on the
+// wire, in coalesced records, flushed once. A frame whose head and bulk data live apart (a
+// WRITE's) leaves without being copied into one buffer first.
+func (c *Conn) WriteBuffers(bufs ...[]byte) (n int, err error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	c.w.co.mu.Lock()
@@ -75,7 +80,14 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 	c.w.co.mu.Unlock()
 	c.w.co.on.Store(true)
-	n, err := c.Conn.Write(b)
+	for _, b := range bufs {
+		var m int
+		m, err = c.Conn.Write(b)
+		n += m
+		if err != nil {
+			break
+		}
+	}
 	c.w.co.on.Store(false)
 	if ferr := c.w.co.flush(); err == nil {
 		err = ferr

@@ -1,10 +1,13 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -388,5 +391,73 @@ func TestInfoJSON(t *testing.T) {
 	want := `{"version":"TLS 1.3","cipher_suite":"TLS_AES_128_GCM_SHA256","key_exchange":"X25519MLKEM768"}`
 	if string(b) != want {
 		t.Errorf("got %s, want %s", b, want)
+	}
+}
+
+// TestWriteBuffers: the slices of one WriteBuffers arrive contiguous and in order, even while
+// other writers write on the same Conn and each call spans several coalesced socket writes.
+func TestWriteBuffers(t *testing.T) {
+	srv, cli := newIdentity(t), newIdentity(t)
+	addr, res := serve(t, &Config{Identity: srv, Trusted: trust(cli)})
+	conn, err := Dial(context.Background(), addr, &Config{Identity: cli, Trusted: trust(srv)}, srv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sr := wait(t, res)
+	if sr.err != nil {
+		t.Fatal(sr.err)
+	}
+
+	// Each message: a 1-byte writer tag, a 4-byte length, then that many bytes of the tag,
+	// the head and the body in two slices like a frame's head and its bulk data.
+	const writers, each, bodyLen = 4, 8, coalesceMax + 1000
+	done := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			body := bytes.Repeat([]byte{byte('a' + w)}, bodyLen)
+			head := []byte{byte('a' + w), 0, 0, 0, 0}
+			binary.BigEndian.PutUint32(head[1:], bodyLen)
+			for range each {
+				n, err := conn.WriteBuffers(head, body)
+				if err == nil && n != len(head)+len(body) {
+					err = fmt.Errorf("wrote %d bytes, want %d", n, len(head)+len(body))
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	got := map[byte]int{}
+	head := make([]byte, 5)
+	body := make([]byte, bodyLen)
+	for range writers * each {
+		if _, err := io.ReadFull(sr.conn, head); err != nil {
+			t.Fatal(err)
+		}
+		n := binary.BigEndian.Uint32(head[1:])
+		if n != bodyLen {
+			t.Fatalf("message of writer %c says %d bytes, want %d: writes interleaved", head[0], n, bodyLen)
+		}
+		if _, err := io.ReadFull(sr.conn, body); err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.IndexFunc(body, func(r rune) bool { return byte(r) != head[0] }); i >= 0 {
+			t.Fatalf("message of writer %c has %q at %d: writes interleaved", head[0], body[i], i)
+		}
+		got[head[0]]++
+	}
+	for range writers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w := range writers {
+		if got[byte('a'+w)] != each {
+			t.Errorf("writer %c: %d messages, want %d", 'a'+w, got[byte('a'+w)], each)
+		}
 	}
 }
