@@ -338,16 +338,12 @@ func (b *metaBench) fixtures(t *wtarget) string {
 	return filepath.Join(b.e.owner, "fixtures")
 }
 
-func (b *metaBench) runTarget(ctx context.Context, t *wtarget, run int) (err error) {
-	if err := t.setup(ctx); err != nil {
-		return fmt.Errorf("setting up: %w", err)
-	}
-	defer func() {
-		if terr := t.teardown(); err == nil && terr != nil {
-			err = fmt.Errorf("tearing down: %w", terr)
-		}
-		unix.Sync() // the next target starts without this one's dirty pages to write back
-	}()
+func (b *metaBench) runTarget(ctx context.Context, t *wtarget, run int) error {
+	return t.session(ctx, func() error { return b.runJobs(ctx, t, run) })
+}
+
+// runJobs runs the rows of one run on t, which is set up.
+func (b *metaBench) runJobs(ctx context.Context, t *wtarget, run int) error {
 	fix := b.fixtures(t)
 	jobs := []struct {
 		row string
@@ -389,17 +385,10 @@ func createdFolder(t *wtarget, run int) string { return fmt.Sprintf("c%d-%s", ru
 
 // runDeletes times the deletion of the files the creates of run made on t, through a fresh
 // mount: as rm -r of a folder listed no earlier, each unlink finds its name first.
-func (b *metaBench) runDeletes(ctx context.Context, t *wtarget, run int) (err error) {
-	if err := t.setup(ctx); err != nil {
-		return fmt.Errorf("setting up: %w", err)
-	}
-	defer func() {
-		if terr := t.teardown(); err == nil && terr != nil {
-			err = fmt.Errorf("tearing down: %w", terr)
-		}
-		unix.Sync()
-	}()
-	return b.measure(ctx, t, run, "delete", job{Op: "delete", Dir: t.dir, Path: createdFolder(t, run), N: b.o.creates})
+func (b *metaBench) runDeletes(ctx context.Context, t *wtarget, run int) error {
+	return t.session(ctx, func() error {
+		return b.measure(ctx, t, run, "delete", job{Op: "delete", Dir: t.dir, Path: createdFolder(t, run), N: b.o.creates})
+	})
 }
 
 // measure runs one row's loop on t and records it, with the mount's own counts for peerfs.

@@ -630,16 +630,12 @@ func (b *treeBench) phase(ctx context.Context, t *wtarget, row string, j job, ru
 	return nil
 }
 
-func (b *treeBench) runTarget(ctx context.Context, t *wtarget, run int) (err error) {
-	if err := t.setup(ctx); err != nil {
-		return fmt.Errorf("setting up: %w", err)
-	}
-	defer func() {
-		if terr := t.teardown(); err == nil && terr != nil {
-			err = fmt.Errorf("tearing down: %w", terr)
-		}
-		unix.Sync()
-	}()
+func (b *treeBench) runTarget(ctx context.Context, t *wtarget, run int) error {
+	return t.session(ctx, func() error { return b.runPhases(ctx, t, run) })
+}
+
+// runPhases runs the create and compile phases of one run on t, which is set up.
+func (b *treeBench) runPhases(ctx context.Context, t *wtarget, run int) error {
 	root := filepath.Join(t.dir, "linux")
 	base := job{Path: root, N: b.o.files, Seed: b.o.seed}
 	for _, p := range []string{"create", "compile"} {
@@ -665,16 +661,12 @@ func (b *treeBench) runTarget(ctx context.Context, t *wtarget, run int) (err err
 	return nil
 }
 
-func (b *treeBench) runLarge(ctx context.Context, t *wtarget, run int) (err error) {
-	if err := t.setup(ctx); err != nil {
-		return fmt.Errorf("setting up: %w", err)
-	}
-	defer func() {
-		if terr := t.teardown(); err == nil && terr != nil {
-			err = fmt.Errorf("tearing down: %w", terr)
-		}
-		unix.Sync()
-	}()
+func (b *treeBench) runLarge(ctx context.Context, t *wtarget, run int) error {
+	return t.session(ctx, func() error { return b.runLargePhases(ctx, t, run) })
+}
+
+// runLargePhases runs the many-files phases of one run on t, which is set up.
+func (b *treeBench) runLargePhases(ctx context.Context, t *wtarget, run int) error {
 	j := job{Path: filepath.Join(t.dir, "many"), N: b.o.largeFiles, Size: b.o.largeSize}
 	for i, op := range []string{"many-create", "many-list", "many-read", "many-delete"} {
 		if i == 1 { // list and read from an empty replica, as after a remount

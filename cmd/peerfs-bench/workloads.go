@@ -199,6 +199,21 @@ type wtarget struct {
 	teardown func() error
 }
 
+// session gives t a fresh start, runs fn on it and tears it down, then syncs: the next target
+// starts without this one's dirty pages to write back.
+func (t *wtarget) session(ctx context.Context, fn func() error) (err error) {
+	if err := t.setup(ctx); err != nil {
+		return fmt.Errorf("setting up: %w", err)
+	}
+	defer func() {
+		if terr := t.teardown(); err == nil && terr != nil {
+			err = fmt.Errorf("tearing down: %w", terr)
+		}
+		unix.Sync()
+	}()
+	return fn()
+}
+
 // targets returns peerfs, sshfs (when started) and native, each working in sub: under the
 // mount for the mounts, under native/ for the native disk.
 func (e *workEnv) targets(sub string) []*wtarget {
