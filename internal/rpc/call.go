@@ -36,8 +36,7 @@ func (s *Session) Call(ctx context.Context, op wire.Op, body []byte) (*Buffer, e
 // without its data being copied. CallBuffer takes ownership of body and releases it; data is
 // not touched once it returns.
 func (s *Session) CallBuffer(ctx context.Context, op wire.Op, body *Buffer, data []byte) (*Buffer, error) {
-	if len(body.B)-wire.HeaderLen+len(data) > wire.MaxFrameLen {
-		n := len(body.B) - wire.HeaderLen + len(data)
+	if n := len(body.B) - wire.HeaderLen + len(data); n > wire.MaxFrameLen {
 		body.Release()
 		return nil, fmt.Errorf("%v request of %d bytes exceeds the frame limit", op, n)
 	}

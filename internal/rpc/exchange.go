@@ -227,13 +227,10 @@ func (x *exchange) send(op wire.Op, flags wire.Flags, body []byte) error {
 }
 
 // sendBuffer writes a frame whose payload is already in buf, and releases buf.
-func (x *exchange) sendBuffer(op wire.Op, buf *Buffer) error {
-	err := x.s.writeFrame(wire.Header{Len: uint32(len(buf.B) - wire.HeaderLen), Op: op, Flags: x.flags, Tag: x.tag}, buf.B)
-	buf.Release()
-	return err
-}
+func (x *exchange) sendBuffer(op wire.Op, buf *Buffer) error { return x.sendParts(op, buf, nil) }
 
-// sendParts writes a frame whose payload is head's payload followed by data, and releases head.
+// sendParts writes a frame whose payload is head's payload followed by data (which may be
+// nil), and releases head.
 func (x *exchange) sendParts(op wire.Op, head *Buffer, data []byte) error {
 	wire.Header{Len: uint32(len(head.B) - wire.HeaderLen + len(data)), Op: op, Flags: x.flags, Tag: x.tag}.Put(head.B)
 	err := x.s.writeParts(head.B, data)

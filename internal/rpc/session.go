@@ -290,17 +290,7 @@ func (s *Session) writeFrame(h wire.Header, b []byte) error {
 }
 
 // writeRaw writes a complete frame, header included, in one Write.
-func (s *Session) writeRaw(b []byte) error {
-	s.writeMu.Lock()
-	_, err := s.conn.Write(b)
-	s.writeMu.Unlock()
-	if err != nil {
-		s.shutdown(fmt.Errorf("write: %w", err))
-		return s.closeErr
-	}
-	s.bytesOut.Add(uint64(len(b)))
-	return nil
-}
+func (s *Session) writeRaw(b []byte) error { return s.writeParts(b, nil) }
 
 // buffersWriter is a connection that writes several slices as one contiguous write
 // (transport.Conn).
@@ -308,16 +298,22 @@ type buffersWriter interface {
 	WriteBuffers(bufs ...[]byte) (int, error)
 }
 
-// writeParts writes a complete frame made of head (header included) and then data, without
-// joining them: a bulk payload is not copied. On a connection that cannot write both at once
-// they go as two writes, still contiguous under writeMu.
+// writeParts writes a complete frame made of head (header included) and then data, which may
+// be empty, without joining them: a bulk payload is not copied. On a connection that cannot
+// write both at once they go as two writes, still contiguous under writeMu.
 func (s *Session) writeParts(head, data []byte) error {
 	s.writeMu.Lock()
 	var err error
-	if bw, ok := s.conn.(buffersWriter); ok {
+	bw, ok := s.conn.(buffersWriter)
+	switch {
+	case len(data) == 0:
+		_, err = s.conn.Write(head)
+	case ok:
 		_, err = bw.WriteBuffers(head, data)
-	} else if _, err = s.conn.Write(head); err == nil {
-		_, err = s.conn.Write(data)
+	default:
+		if _, err = s.conn.Write(head); err == nil {
+			_, err = s.conn.Write(data)
+		}
 	}
 	s.writeMu.Unlock()
 	if err != nil {
