@@ -13,6 +13,10 @@ import (
 type Buffer struct {
 	B     []byte // header room + payload; len is the frame length
 	class int8
+	// raw is the allocation B is cut from, for the largest class, whose B starts at raw[start]
+	// unless GetTailAligned moved it.
+	raw   []byte
+	start int
 }
 
 // Payload returns the bytes after the header room.
@@ -35,7 +39,7 @@ func init() {
 		size := classSizes[last]
 		raw := make([]byte, size+directio.Align)
 		o := directio.Start(raw, wire.HeaderLen+wire.DataHeaderLen)
-		return &Buffer{B: raw[o : o+size : o+size]}
+		return &Buffer{B: raw[o : o+size : o+size], raw: raw, start: o}
 	}
 }
 
@@ -54,11 +58,30 @@ func GetBuffer(payloadLen int) *Buffer {
 	panic("rpc: buffer larger than MaxFrameLen")
 }
 
+// GetTailAligned is GetBuffer for a frame whose payload ends with bulk bytes after a head of
+// variable length (a WRITE): the frame ends on a page boundary, so bulk bytes of a whole
+// number of pages start on one too, and the owner writes them with O_DIRECT without first
+// copying them into an aligned buffer. Frames too small for the largest class are not moved.
+func GetTailAligned(payloadLen int) *Buffer {
+	b := GetBuffer(payloadLen)
+	if b.raw != nil {
+		n := len(b.B)
+		o := directio.Start(b.raw, n) // raw[o+n] is on a page boundary; o+n <= len(raw)
+		b.B = b.raw[o : o+n : o+n]
+	}
+	return b
+}
+
 // Release returns b to its pool. It is safe on nil.
 func (b *Buffer) Release() {
 	if b == nil {
 		return
 	}
-	b.B = b.B[:cap(b.B)]
+	if b.raw != nil {
+		size := classSizes[len(classSizes)-1]
+		b.B = b.raw[b.start : b.start+size : b.start+size]
+	} else {
+		b.B = b.B[:cap(b.B)]
+	}
 	pools[b.class].Put(b)
 }

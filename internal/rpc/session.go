@@ -352,7 +352,12 @@ func (s *Session) readLoop() {
 			s.violation("frame header: %v", err)
 			return
 		}
-		buf := GetBuffer(int(h.Len))
+		var buf *Buffer
+		if h.Op == wire.OpWrite && h.Flags&wire.FlagResponse == 0 {
+			buf = GetTailAligned(int(h.Len))
+		} else {
+			buf = GetBuffer(int(h.Len))
+		}
 		if _, err := io.ReadFull(s.br, buf.Payload()); err != nil {
 			buf.Release()
 			s.shutdown(readErr(err))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -630,4 +631,39 @@ func TestInlineServing(t *testing.T) {
 			t.Fatalf("streams out after the stream ended: %d", b.streamsOut.Load())
 		}
 	}
+}
+
+// TestWriteDataArrivesAligned: a WRITE's bulk bytes follow a head of any length, yet arrive
+// on a page boundary when they are a whole number of pages (the owner writes them with
+// O_DIRECT from there), and a buffer given back serves the next frame as before.
+func TestWriteDataArrivesAligned(t *testing.T) {
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	got := make(chan bool, 8)
+	h := handlerFunc(func(r *Request) {
+		p := r.Payload()
+		bulk := p[len(p)-len(data):]
+		got <- directio.Aligned(bulk) && bytes.Equal(bulk, data)
+		r.Reply(nil)
+	})
+	a, _ := sessionPair(t, h)
+	for _, head := range []int{1, 17, 100, 4095, 4096, 4097} {
+		body := GetBuffer(head)
+		for i := range body.Payload() {
+			body.Payload()[i] = byte(i)
+		}
+		reply, err := a.CallBuffer(context.Background(), wire.OpWrite, body, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply.Release()
+		if !<-got {
+			t.Fatalf("head of %d bytes: the data arrived unaligned or changed", head)
+		}
+	}
+	b := GetBuffer(wire.MaxFrameLen)
+	if len(b.B) != wire.HeaderLen+wire.MaxFrameLen || !directio.Aligned(b.B[wire.HeaderLen+wire.DataHeaderLen:]) {
+		t.Fatal("a buffer given back after a WRITE lost its DATA alignment")
+	}
+	b.Release()
 }
