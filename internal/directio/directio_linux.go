@@ -147,27 +147,19 @@ func (w *Writer) WriteAt(p []byte, off int64) (int, error) {
 	return w.f.WriteAt(p, off)
 }
 
-// bounce holds aligned buffers for direct writes of unaligned memory.
-var bounce = sync.Pool{New: func() any {
-	raw := make([]byte, bounceSize+Align)
-	o := Start(raw, 0)
-	b := raw[o : o+bounceSize : o+bounceSize]
-	return &b
-}}
-
-const bounceSize = 1 << 20
-
 // writeDirect writes p (aligned length) at off (aligned) to d, opened with O_DIRECT.
 func writeDirect(d *os.File, p []byte, off int64) (int, error) {
 	if Aligned(p) {
 		return d.WriteAt(p, off)
 	}
-	bb := bounce.Get().(*[]byte)
-	defer bounce.Put(bb)
+	// Unaligned memory goes through an aligned bulk buffer, a MiB at a time.
+	bb := GetBulk()
+	defer PutBulk(bb)
+	bb = bb[:1<<20]
 	n := 0
 	for n < len(p) {
-		k := copy(*bb, p[n:])
-		m, err := d.WriteAt((*bb)[:k], off+int64(n))
+		k := copy(bb, p[n:])
+		m, err := d.WriteAt(bb[:k], off+int64(n))
 		n += m
 		if err != nil {
 			return n, err
