@@ -13,10 +13,8 @@ import (
 type Buffer struct {
 	B     []byte // header room + payload; len is the frame length
 	class int8
-	// raw is the allocation B is cut from, for the largest class, whose B starts at raw[start]
-	// unless GetTailAligned moved it.
-	raw   []byte
-	start int
+	// raw is the bulk buffer (directio.GetBulk) B is cut from, in the largest class.
+	raw []byte
 }
 
 // Payload returns the bytes after the header room.
@@ -25,37 +23,46 @@ func (b *Buffer) Payload() []byte { return b.B[wire.HeaderLen:] }
 // Size classes, by total frame length: control frames, metadata batches, full DATA chunks.
 var classSizes = [...]int{4 << 10, 64 << 10, wire.HeaderLen + wire.MaxFrameLen}
 
-var pools [len(classSizes)]sync.Pool
+const bulkClass = len(classSizes) - 1
+
+// pools keep the buffers of the small classes; bulkFrames keeps Buffers of the largest class
+// without their memory, which goes back to directio's bulk arena (huge pages, for O_DIRECT)
+// at each Release.
+var (
+	pools      [bulkClass]sync.Pool
+	bulkFrames = sync.Pool{New: func() any { return &Buffer{class: int8(bulkClass)} }}
+)
 
 func init() {
 	for i := range pools {
 		size := classSizes[i]
-		pools[i].New = func() any { return &Buffer{B: make([]byte, size)} }
+		pools[i].New = func() any { return &Buffer{B: make([]byte, size), class: int8(i)} }
 	}
-	// The raw bytes of a full DATA frame start on a page boundary, so files can be read into
-	// and written from them with O_DIRECT (internal/directio).
-	last := len(pools) - 1
-	pools[last].New = func() any {
-		size := classSizes[last]
-		raw := make([]byte, size+directio.Align)
-		o := directio.Start(raw, wire.HeaderLen+wire.DataHeaderLen)
-		return &Buffer{B: raw[o : o+size : o+size], raw: raw, start: o}
+	if classSizes[bulkClass]+directio.Align > directio.BulkLen {
+		panic("rpc: the largest frame does not fit a bulk buffer")
 	}
 }
 
 // GetBuffer returns a buffer with room for a header and payloadLen bytes of payload.
-// payloadLen must not exceed wire.MaxFrameLen.
+// payloadLen must not exceed wire.MaxFrameLen. The raw bytes of a full DATA frame start on a
+// page boundary, so files can be read into and written from them with O_DIRECT.
 func GetBuffer(payloadLen int) *Buffer {
 	n := wire.HeaderLen + payloadLen
-	for i, size := range classSizes {
+	for i, size := range classSizes[:bulkClass] {
 		if n <= size {
 			b := pools[i].Get().(*Buffer)
-			b.class = int8(i)
 			b.B = b.B[:n]
 			return b
 		}
 	}
-	panic("rpc: buffer larger than MaxFrameLen")
+	if n > classSizes[bulkClass] {
+		panic("rpc: buffer larger than MaxFrameLen")
+	}
+	b := bulkFrames.Get().(*Buffer)
+	b.raw = directio.GetBulk()
+	o := directio.Start(b.raw, wire.HeaderLen+wire.DataHeaderLen)
+	b.B = b.raw[o : o+n : o+classSizes[bulkClass]]
+	return b
 }
 
 // GetTailAligned is GetBuffer for a frame whose payload ends with bulk bytes after a head of
@@ -66,7 +73,7 @@ func GetTailAligned(payloadLen int) *Buffer {
 	b := GetBuffer(payloadLen)
 	if b.raw != nil {
 		n := len(b.B)
-		o := directio.Start(b.raw, n) // raw[o+n] is on a page boundary; o+n <= len(raw)
+		o := directio.Start(b.raw, n) // raw[o+n] is on a page boundary; o+n < len(raw)
 		b.B = b.raw[o : o+n : o+n]
 	}
 	return b
@@ -78,10 +85,11 @@ func (b *Buffer) Release() {
 		return
 	}
 	if b.raw != nil {
-		size := classSizes[len(classSizes)-1]
-		b.B = b.raw[b.start : b.start+size : b.start+size]
-	} else {
-		b.B = b.B[:cap(b.B)]
+		directio.PutBulk(b.raw)
+		b.raw, b.B = nil, nil
+		bulkFrames.Put(b)
+		return
 	}
+	b.B = b.B[:cap(b.B)]
 	pools[b.class].Put(b)
 }
