@@ -62,7 +62,6 @@ func mountShare(t *testing.T, params ...func(*api.MountParams)) *mounted {
 // owner holds the only copy, each with its reason.
 var posixExcluded = map[string]string{
 	"FdLeak":          "counts the test process's own fds, which the in-process FUSE server and its links also use",
-	"DirectIO":        "needs a filesystem that opens files with FOPEN_DIRECT_IO",
 	"OpenSymlinkRace": "races symlink replacement against opens for 10 s; exercised instead by the workload tests",
 	"FcntlFlockLocksFile": "expects two descriptors of one process to conflict; the kernel keeps POSIX locks of a " +
 		"peerfs mount locally (like sshfs), where one process is one lock owner",
