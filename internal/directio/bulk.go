@@ -1,6 +1,7 @@
 package directio
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -136,9 +137,7 @@ func (a *arena) put(b []byte) bool {
 		for j > 0 && r.free[j-1] < i {
 			j--
 		}
-		r.free = append(r.free, 0)
-		copy(r.free[j+1:], r.free[j:])
-		r.free[j] = i
+		r.free = slices.Insert(r.free, j, i)
 		if r.used--; r.used == 0 {
 			r.idle = time.Now()
 			a.scheduleTrim(a.trimAfter)
