@@ -25,6 +25,11 @@ import (
 //	open+close          open and close files of a folder of --files, --opens times in turn
 //	stat                stat them, --stats times in turn
 //	deep_stat           stat a file 10 folders below the working directory, --stats times
+//	getxattr security   ask a file for security.capability, which it lacks, --xattrs times: the
+//	                    peerfs mount answers that itself, so the row is the floor of a FUSE
+//	                    request (the kernel asks it before the first write of every file)
+//	getxattr user       the same for an absent user.* attribute, which the peerfs mount asks
+//	                    the owner for: the floor of a request that makes one round trip
 //
 // The lookups (open, stat, deep_stat) run after one untimed pass over the same names, so
 // they measure the cached path, as the seed's did. Reads and lookups use fixtures made on the
@@ -40,6 +45,7 @@ type metaOptions struct {
 	files     int
 	opens     int
 	stats     int
+	xattrs    int
 	noSSHFS   bool
 }
 
@@ -56,11 +62,13 @@ const (
 	defaultMetaFiles   = 1000
 	defaultMetaOpens   = 100000
 	defaultMetaStats   = 1000000
+	defaultMetaXattrs  = 20000
 	quickMetaWrite     = 4 << 20
 	quickMetaCreates   = 200
 	quickMetaFiles     = 100
 	quickMetaOpens     = 2000
 	quickMetaStats     = 20000
+	quickMetaXattrs    = 1000
 	// deepDirs is how deep deep_stat's file lies below the working directory.
 	deepDirs = 10
 )
@@ -68,18 +76,19 @@ const (
 // metaFuseOp is the FUSE operation ("peerfs stats" name) each row's system call turns into.
 var metaFuseOp = map[string]string{"seq_write 4K": "write", "seq_write 128K": "write", "seq_read 4K": "read",
 	"seq_read 32K": "read", "seq_read 128K": "read", "create": "create", "delete": "unlink",
-	"open+close": "open", "stat": "getattr", "deep_stat": "lookup"}
+	"open+close": "open", "stat": "getattr", "deep_stat": "lookup",
+	"getxattr security": "xattr", "getxattr user": "xattr"}
 
 // The rows, in the table's order.
 var metaOps = []string{"seq_write 4K", "seq_write 128K", "seq_read 4K", "seq_read 32K", "seq_read 128K",
-	"create", "delete", "open+close", "stat", "deep_stat"}
+	"create", "delete", "open+close", "stat", "deep_stat", "getxattr security", "getxattr user"}
 
 func init() {
 	var mo metaOptions
 	var writeSize, readSize string
 	register(&suite{
 		name:  "meta",
-		usage: "[--write-size 256MiB] [--read-size 1GiB] [--creates 5000] [--files 1000] [--opens 100000] [--stats 1000000] [--no-sshfs]",
+		usage: "[--write-size 256MiB] [--read-size 1GiB] [--creates 5000] [--files 1000] [--opens 100000] [--stats 1000000] [--xattrs 20000] [--no-sshfs]",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&writeSize, "write-size", fmt.Sprint(defaultMetaWrite), "bytes each seq_write row writes")
 			fs.StringVar(&readSize, "read-size", fmt.Sprint(defaultMetaRead), "bytes each seq_read row reads")
@@ -87,6 +96,7 @@ func init() {
 			fs.IntVar(&mo.files, "files", defaultMetaFiles, "files that open+close and stat cycle over")
 			fs.IntVar(&mo.opens, "opens", defaultMetaOpens, "open+close calls")
 			fs.IntVar(&mo.stats, "stats", defaultMetaStats, "stat and deep_stat calls")
+			fs.IntVar(&mo.xattrs, "xattrs", defaultMetaXattrs, "calls of each getxattr row")
 			fs.BoolVar(&mo.noSSHFS, "no-sshfs", false, "skip the sshfs column")
 		},
 		quick: func(set map[string]bool) {
@@ -95,10 +105,11 @@ func init() {
 					*v = fmt.Sprint(quickMetaWrite)
 				}
 			}
-			for name, v := range map[string]*int{"creates": &mo.creates, "files": &mo.files, "opens": &mo.opens, "stats": &mo.stats} {
+			for name, v := range map[string]*int{"creates": &mo.creates, "files": &mo.files, "opens": &mo.opens,
+				"stats": &mo.stats, "xattrs": &mo.xattrs} {
 				if !set[name] {
 					*v = map[string]int{"creates": quickMetaCreates, "files": quickMetaFiles,
-						"opens": quickMetaOpens, "stats": quickMetaStats}[name]
+						"opens": quickMetaOpens, "stats": quickMetaStats, "xattrs": quickMetaXattrs}[name]
 				}
 			}
 		},
@@ -111,8 +122,8 @@ func init() {
 			if mo.readSize, err = parseSize(readSize); err != nil || mo.readSize < 128<<10 {
 				return nil, fmt.Errorf("bad --read-size %q (at least 128KiB)", readSize)
 			}
-			if mo.creates < 1 || mo.files < 1 || mo.opens < 1 || mo.stats < 1 {
-				return nil, fmt.Errorf("--creates, --files, --opens and --stats must be positive")
+			if mo.creates < 1 || mo.files < 1 || mo.opens < 1 || mo.stats < 1 || mo.xattrs < 1 {
+				return nil, fmt.Errorf("--creates, --files, --opens, --stats and --xattrs must be positive")
 			}
 			return runMeta(ctx, mo)
 		},
@@ -255,10 +266,48 @@ func statJob(j job) (jobResult, error) {
 	return jobResult{Seconds: time.Since(t0).Seconds(), Calls: int64(j.N)}, nil
 }
 
+// absentXattr is the user attribute the getxattr user row asks for; no file has it.
+const absentXattr = "user.peerfs-bench.absent"
+
+// getxattrJob is the child's "getxattr": N requests for attribute Name of file Path, which
+// lacks it, after one untimed request. A filesystem without extended attributes is noted:
+// the kernel then answers for it.
+func getxattrJob(j job) (jobResult, error) {
+	var buf [64]byte
+	var res jobResult
+	get := func() error {
+		_, err := unix.Getxattr(j.Path, j.Name, buf[:])
+		switch err {
+		case unix.ENODATA:
+			return nil
+		case unix.EOPNOTSUPP:
+			res.Unsupported = true
+			return nil
+		case nil:
+			return fmt.Errorf("getxattr %s %s: the file has the attribute; the row needs one it lacks", j.Path, j.Name)
+		}
+		return fmt.Errorf("getxattr %s %s: %w", j.Path, j.Name, err)
+	}
+	if err := get(); err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	for i := 0; i < j.N; i++ {
+		if err := get(); err != nil {
+			return res, err
+		}
+	}
+	res.Seconds, res.Calls = time.Since(t0).Seconds(), int64(j.N)
+	return res, nil
+}
+
 type metaBench struct {
 	o    metaOptions
 	e    *workEnv
 	figs *figures
+	// noXattrs names the targets that serve no extended attributes: their getxattr rows
+	// stay empty.
+	noXattrs map[string]bool
 }
 
 func runMeta(ctx context.Context, o metaOptions) (*Section, error) {
@@ -296,9 +345,9 @@ func runMeta(ctx context.Context, o metaOptions) (*Section, error) {
 	if o.noSSHFS {
 		e.note("sshfs column skipped (--no-sshfs)")
 	}
-	b := &metaBench{o: o, e: e, figs: &figures{Params: map[string]any{
+	b := &metaBench{o: o, e: e, noXattrs: map[string]bool{}, figs: &figures{Params: map[string]any{
 		"runs": o.Runs, "write_size": o.writeSize, "read_size": o.readSize, "creates": o.creates,
-		"files": o.files, "opens": o.opens, "stats": o.stats, "deep_dirs": deepDirs,
+		"files": o.files, "opens": o.opens, "stats": o.stats, "xattrs": o.xattrs, "deep_dirs": deepDirs,
 	}}}
 	targets := e.targets("work")
 	for run := 0; run < o.Runs; run++ {
@@ -358,6 +407,10 @@ func (b *metaBench) runJobs(ctx context.Context, t *wtarget, run int) error {
 		{"open+close", job{Op: "open", Dir: fix, Path: "files", Files: b.o.files, N: b.o.opens}},
 		{"stat", job{Op: "stat", Dir: fix, Path: "files", Files: b.o.files, N: b.o.stats}},
 		{"deep_stat", job{Op: "stat", Dir: fix, Path: deepPath(), N: b.o.stats}},
+		{"getxattr security", job{Op: "getxattr", Path: metaFileName(filepath.Join(fix, "files"), 0),
+			Name: "security.capability", N: b.o.xattrs}},
+		{"getxattr user", job{Op: "getxattr", Path: metaFileName(filepath.Join(fix, "files"), 0),
+			Name: absentXattr, N: b.o.xattrs}},
 	}
 	// The reads are warm: one untimed read puts the file in the target's cache.
 	if _, err := runJob(ctx, job{Op: "read", Path: filepath.Join(fix, "read.bin"), Buf: 1 << 20}); err != nil {
@@ -406,6 +459,15 @@ func (b *metaBench) measure(ctx context.Context, t *wtarget, run int, row string
 	if res.Bytes > 0 {
 		extra["mib_per_s"] = mibs(res.Bytes, res.Seconds)
 	}
+	if res.Unsupported {
+		// No figure: the kernel answered, so the row would time nothing of the target.
+		if t.name == tPeerfs {
+			return fmt.Errorf("%s: the peerfs mount refused extended attributes (EOPNOTSUPP)", row)
+		}
+		b.noXattrs[t.name] = true
+		progress("run %d %-7s %-15s no extended attributes: the kernel answered", run+1, t.name, row)
+		return nil
+	}
 	if s0 != nil {
 		// What one call of the loop cost the mount: FUSE requests of its own kind and round
 		// trips to the owner, per call (the lookups' untimed first pass is included, spread
@@ -435,16 +497,18 @@ func (b *metaBench) section(targets []*wtarget) *Section {
 	}
 	hasSSHFS := len(targets) == 3
 	counts := map[string]string{
-		"seq_write 4K":   fmt.Sprintf("%s in 4K writes", sizeName(b.o.writeSize)),
-		"seq_write 128K": fmt.Sprintf("%s in 128K writes", sizeName(b.o.writeSize)),
-		"seq_read 4K":    fmt.Sprintf("%s in 4K reads", sizeName(b.o.readSize)),
-		"seq_read 32K":   fmt.Sprintf("%s in 32K reads", sizeName(b.o.readSize)),
-		"seq_read 128K":  fmt.Sprintf("%s in 128K reads", sizeName(b.o.readSize)),
-		"create":         fmt.Sprintf("%d files", b.o.creates),
-		"delete":         fmt.Sprintf("%d files", b.o.creates),
-		"open+close":     fmt.Sprintf("%d over %d files", b.o.opens, b.o.files),
-		"stat":           fmt.Sprintf("%d over %d files", b.o.stats, b.o.files),
-		"deep_stat":      fmt.Sprintf("%d of one path", b.o.stats),
+		"seq_write 4K":      fmt.Sprintf("%s in 4K writes", sizeName(b.o.writeSize)),
+		"seq_write 128K":    fmt.Sprintf("%s in 128K writes", sizeName(b.o.writeSize)),
+		"seq_read 4K":       fmt.Sprintf("%s in 4K reads", sizeName(b.o.readSize)),
+		"seq_read 32K":      fmt.Sprintf("%s in 32K reads", sizeName(b.o.readSize)),
+		"seq_read 128K":     fmt.Sprintf("%s in 128K reads", sizeName(b.o.readSize)),
+		"create":            fmt.Sprintf("%d files", b.o.creates),
+		"delete":            fmt.Sprintf("%d files", b.o.creates),
+		"open+close":        fmt.Sprintf("%d over %d files", b.o.opens, b.o.files),
+		"stat":              fmt.Sprintf("%d over %d files", b.o.stats, b.o.files),
+		"deep_stat":         fmt.Sprintf("%d of one path", b.o.stats),
+		"getxattr security": fmt.Sprintf("%d of one file", b.o.xattrs),
+		"getxattr user":     fmt.Sprintf("%d of one file", b.o.xattrs),
 	}
 	var md strings.Builder
 	sshfsText := ""
@@ -459,7 +523,9 @@ func (b *metaBench) section(targets []*wtarget) *Section {
 		"pass over the same names, so they measure the cached path. Each run's creates make a new folder; "+
 		"the deletes of those files run after every create of the suite, each on a fresh mount (ext4, the disk "+
 		"here, is slow to allocate inodes for a minute or so after deletes, so a create that followed another "+
-		"target's deletes paid for them). "+
+		"target's deletes paid for them). The getxattr rows ask a file for an attribute it lacks: "+
+		"security.capability, which the peerfs mount answers itself (the floor of any FUSE request), and a "+
+		"user.* attribute, which it asks the owner for (the floor of a request that makes one round trip). "+
 		"Each target gets a fresh mount per run; %s, targets interleaved; µs per call, median (min-max). "+
 		"Ratios are latency over the native latency: above 1 is slower.\n\n",
 		sshfsText, deepDirs, plural(b.o.Runs, "run"))
@@ -552,6 +618,7 @@ func (b *metaBench) reading(hasSSHFS bool) string {
 		fmt.Fprintf(&md, "- Through peerfs, per call: %s to the owner. Round trips set the cost; calls "+
 			"without one are answered by the kernel's caches or the daemon's replica.\n", strings.Join(costs, "; "))
 	}
+	md.WriteString(b.floors())
 	ds, _, _, ok4 := fs.med("deep_stat", tPeerfs)
 	nds, _, _, ok5 := fs.med("deep_stat", tNative)
 	st, _, _, ok3 := fs.med("stat", tPeerfs)
@@ -587,6 +654,38 @@ func (b *metaBench) reading(hasSSHFS bool) string {
 		if ok1 && ok2 && ok3 {
 			fmt.Fprintf(&md, "- %s: %.0f MiB/s through peerfs (%.0f natively), %.2f FUSE WRITEs per write call.\n",
 				op, mb, nmb, per)
+		}
+	}
+	return md.String()
+}
+
+// floors reads the getxattr rows: what a FUSE request and a round trip to the owner cost
+// through the peerfs mount at least, and how much of a create that explains.
+func (b *metaBench) floors() string {
+	fs := b.figs
+	var md strings.Builder
+	local, _, _, ok1 := fs.med("getxattr security", tPeerfs)
+	remote, _, _, ok2 := fs.med("getxattr user", tPeerfs)
+	native, _, _, ok3 := fs.med("getxattr security", tNative)
+	rtLocal, ok4 := fs.extra("getxattr security", tPeerfs, "round_trips_per_call")
+	rtRemote, ok5 := fs.extra("getxattr user", tPeerfs, "round_trips_per_call")
+	if ok1 && ok2 && ok3 && ok4 && ok5 {
+		fmt.Fprintf(&md, "- Floors through peerfs: a FUSE request the mount answers itself costs %s µs "+
+			"(getxattr security, %.2f round trips per call; natively %s µs); one that asks the owner costs %s µs "+
+			"(getxattr user, %.2f round trips per call, an lgetxattr on the owner included). A round trip to the "+
+			"owner therefore adds about %s µs to a call.\n",
+			num(local, -1), rtLocal, num(native, -1), num(remote, -1), rtRemote, num(remote-local, -1))
+		if c, _, _, ok := fs.med("create", tPeerfs); ok {
+			fmt.Fprintf(&md, "- A create through peerfs (%s µs) waits for three FUSE requests (LOOKUP, CREATE, "+
+				"FLUSH) and, in the FLUSH, one round trip: %s µs at the floors. The other %s µs is work the "+
+				"floors do not include, creating the file on the owner's disk for one.\n",
+				num(c, -1), num(remote+2*local, -1), num(c-remote-2*local, -1))
+		}
+	}
+	for _, t := range []string{tSSHFS, tNative} {
+		if b.noXattrs[t] {
+			fmt.Fprintf(&md, "- %s serves no extended attributes: the kernel answers getxattr without asking it, "+
+				"so its getxattr cells are empty.\n", t)
 		}
 	}
 	return md.String()

@@ -296,6 +296,7 @@ type job struct {
 	Drop   bool   `json:"drop,omitempty"`   // evict the file's pages (fadvise) before the loop
 	Warm   bool   `json:"warm,omitempty"`   // one untimed pass before the timed one
 	Seed   uint64 `json:"seed,omitempty"`
+	Name   string `json:"name,omitempty"` // an extended attribute's name
 }
 
 // jobResult is what the child measured.
@@ -304,6 +305,9 @@ type jobResult struct {
 	Calls   int64   `json:"calls"` // the loop's system calls of interest (reads, writes, creates...)
 	Bytes   int64   `json:"bytes,omitempty"`
 	Files   int64   `json:"files,omitempty"`
+	// Unsupported: the filesystem serves no extended attributes (EOPNOTSUPP), so the kernel
+	// answered the calls without asking it.
+	Unsupported bool `json:"unsupported,omitempty"`
 }
 
 // jobs are the child's loops by Op. They live in the suites' files; this is a variable, not
@@ -315,6 +319,7 @@ var jobs = map[string]func(job) (jobResult, error){
 	"delete":       deleteJob,
 	"open":         openJob,
 	"stat":         statJob,
+	"getxattr":     getxattrJob,
 	"tree-create":  treeCreateJob,
 	"tree-compile": treeCompileJob,
 	"tree-read":    treeReadJob,

@@ -118,7 +118,17 @@ func TestWorkloads(t *testing.T) {
 
 	t.Run("meta", func(t *testing.T) {
 		sec := run(t, "meta")
-		checkFigures(t, sec.Raw, metaOps, withSSHFS)
+		xattrRows := []string{"getxattr security", "getxattr user"}
+		checkFigures(t, sec.Raw, metaOps[:len(metaOps)-len(xattrRows)], withSSHFS)
+		// sshfs serves no extended attributes: its getxattr cells stay empty, and say why.
+		checkFigures(t, sec.Raw, xattrRows, []string{tPeerfs, tNative})
+		if len(withSSHFS) == 3 && sec.Raw.get(xattrRows[0], tSSHFS) == nil &&
+			!strings.Contains(sec.Markdown, "sshfs serves no extended attributes") {
+			t.Errorf("no getxattr figures for sshfs, and the reading does not say why:\n%s", sec.Markdown)
+		}
+		if !strings.Contains(sec.Markdown, "Floors through peerfs") {
+			t.Errorf("the reading does not give the floors of a FUSE request and a round trip:\n%s", sec.Markdown)
+		}
 	})
 
 	t.Run("tree", func(t *testing.T) {
