@@ -394,6 +394,7 @@ func (b *metaBench) runTarget(ctx context.Context, t *wtarget, run int) error {
 // runJobs runs the rows of one run on t, which is set up.
 func (b *metaBench) runJobs(ctx context.Context, t *wtarget, run int) error {
 	fix := b.fixtures(t)
+	xattrFile := metaFileName(filepath.Join(fix, "files"), 0) // the getxattr rows ask this file
 	jobs := []struct {
 		row string
 		job job
@@ -407,10 +408,8 @@ func (b *metaBench) runJobs(ctx context.Context, t *wtarget, run int) error {
 		{"open+close", job{Op: "open", Dir: fix, Path: "files", Files: b.o.files, N: b.o.opens}},
 		{"stat", job{Op: "stat", Dir: fix, Path: "files", Files: b.o.files, N: b.o.stats}},
 		{"deep_stat", job{Op: "stat", Dir: fix, Path: deepPath(), N: b.o.stats}},
-		{"getxattr security", job{Op: "getxattr", Path: metaFileName(filepath.Join(fix, "files"), 0),
-			Name: "security.capability", N: b.o.xattrs}},
-		{"getxattr user", job{Op: "getxattr", Path: metaFileName(filepath.Join(fix, "files"), 0),
-			Name: absentXattr, N: b.o.xattrs}},
+		{"getxattr security", job{Op: "getxattr", Path: xattrFile, Name: "security.capability", N: b.o.xattrs}},
+		{"getxattr user", job{Op: "getxattr", Path: xattrFile, Name: absentXattr, N: b.o.xattrs}},
 	}
 	// The reads are warm: one untimed read puts the file in the target's cache.
 	if _, err := runJob(ctx, job{Op: "read", Path: filepath.Join(fix, "read.bin"), Buf: 1 << 20}); err != nil {
@@ -454,11 +453,6 @@ func (b *metaBench) measure(ctx context.Context, t *wtarget, run int, row string
 	if err != nil {
 		return fmt.Errorf("%s: %w", row, err)
 	}
-	us := res.Seconds / float64(res.Calls) * 1e6
-	extra := map[string]float64{"calls": float64(res.Calls), "seconds": res.Seconds}
-	if res.Bytes > 0 {
-		extra["mib_per_s"] = mibs(res.Bytes, res.Seconds)
-	}
 	if res.Unsupported {
 		// No figure: the kernel answered, so the row would time nothing of the target.
 		if t.name == tPeerfs {
@@ -467,6 +461,11 @@ func (b *metaBench) measure(ctx context.Context, t *wtarget, run int, row string
 		b.noXattrs[t.name] = true
 		progress("run %d %-7s %-15s no extended attributes: the kernel answered", run+1, t.name, row)
 		return nil
+	}
+	us := res.Seconds / float64(res.Calls) * 1e6
+	extra := map[string]float64{"calls": float64(res.Calls), "seconds": res.Seconds}
+	if res.Bytes > 0 {
+		extra["mib_per_s"] = mibs(res.Bytes, res.Seconds)
 	}
 	if s0 != nil {
 		// What one call of the loop cost the mount: FUSE requests of its own kind and round
