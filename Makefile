@@ -10,7 +10,7 @@ BENCHBIN := bin/peerfs-bench
 FUZZ_FRAME_EXECS ?= 800000x
 FUZZ_PATH_EXECS  ?= 200000x
 
-.PHONY: all build demo test test-race test-full fuzz bench bench-quick bench-report deps clean
+.PHONY: all build demo test test-race test-full fuzz crosscheck bench bench-quick bench-report deps clean
 
 all: build
 
@@ -28,13 +28,19 @@ deps:
 # The whole suite: vet, the race detector on short sizes (one package at a time: the mount
 # and watch tests are timing-sensitive under load), the full-size two-node tests
 # (1 GiB pull, 10,000-file tree, interrupted pulls), and bounded fuzzing of the frame decoder
-# and of share path resolution.
+# and of share path resolution; first, the build and vet of every platform peerfs ships for.
 test: deps build
 	$(GO) vet ./...
+	scripts/crosscheck.sh
 	$(GO) test -race -short -count=1 -p 1 ./...
 	$(GO) test -count=1 -timeout 20m ./internal/node/
 	$(GO) test -count=1 -timeout 10m ./cmd/...
 	$(MAKE) fuzz
+
+# Build and vet for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64, windows/amd64 and
+# freebsd/amd64.
+crosscheck:
+	scripts/crosscheck.sh
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzFrame -fuzztime=$(FUZZ_FRAME_EXECS) ./internal/wire/

@@ -8,8 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/gofrs/flock"
 )
 
 // Listen creates the control socket at path, mode 0600, in a directory it creates (or
@@ -24,16 +25,13 @@ func Listen(path string) (net.Listener, error) {
 	}
 
 	lockPath := path + ".lock"
-	lf, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	lf := flock.New(lockPath, flock.SetPermissions(0o600))
+	locked, err := lf.TryLock()
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", lockPath, err)
-	}
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lf.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("a daemon is already running for this home (socket %s)", path)
-		}
 		return nil, fmt.Errorf("locking %s: %w", lockPath, err)
+	}
+	if !locked {
+		return nil, fmt.Errorf("a daemon is already running for this home (socket %s)", path)
 	}
 
 	if err := removeStale(path); err != nil {
@@ -41,20 +39,10 @@ func Listen(path string) (net.Listener, error) {
 		return nil, err
 	}
 
-	// The directory is already private, so the umask only closes the window between bind
-	// and chmod; the chmod makes the mode certain whatever the umask was. Listen runs before
-	// the daemon starts other work, so the process-wide umask change touches nothing else.
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	l, err := listenPrivate(path)
 	if err != nil {
 		lf.Close()
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		lf.Close()
-		return nil, fmt.Errorf("securing %s: %w", path, err)
+		return nil, err
 	}
 	return &socketListener{Listener: l, lock: lf}, nil
 }
@@ -73,8 +61,8 @@ func ensurePrivateDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("runtime directory %s is not a directory: remove it", dir)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("runtime directory %s belongs to uid %d, not to you: remove it or use another --home", dir, st.Uid)
+	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+		return fmt.Errorf("runtime directory %s belongs to uid %d, not to you: remove it or use another --home", dir, uid)
 	}
 	if fi.Mode().Perm() != 0o700 {
 		if err := os.Chmod(dir, 0o700); err != nil {
@@ -93,7 +81,7 @@ func removeStale(path string) error {
 	if err != nil {
 		return fmt.Errorf("checking %s: %w", path, err)
 	}
-	if fi.Mode().Type() != fs.ModeSocket {
+	if !isSocket(fi) {
 		return fmt.Errorf("%s exists and is not a socket: remove it", path)
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
@@ -110,7 +98,7 @@ func removeStale(path string) error {
 // socketListener releases the lock after the socket is closed (and so removed).
 type socketListener struct {
 	net.Listener
-	lock *os.File
+	lock *flock.Flock
 	once sync.Once
 	err  error
 }

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
+
+	"github.com/gofrs/flock"
 
 	"github.com/peerfs/peerfs/internal/identity"
 )
@@ -123,18 +124,8 @@ func lock(p Paths) (unlock func(), err error) {
 	if err := os.MkdirAll(p.Config, 0o700); err != nil {
 		return nil, fmt.Errorf("creating config directory: %w", err)
 	}
-	lf, err := os.OpenFile(p.lockFile(), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening config lock: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		lf.Close()
+	lf := flock.New(p.lockFile(), flock.SetPermissions(0o600))
+	if err := lf.Lock(); err != nil {
 		return nil, fmt.Errorf("locking %s: %w", p.lockFile(), err)
 	}
 	// Closing the file drops the lock.

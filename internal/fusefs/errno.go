@@ -29,21 +29,32 @@ func toErrno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// wireErrno maps a wire code to a local errno: POSIX codes keep their number (wire fixes
-// Linux's values), peerfs's own codes get the nearest POSIX meaning.
+// wireErrno maps a wire code to a local errno. Wire codes are Linux's numbers; they are
+// translated by name, since other systems number them differently (EAGAIN is 11 on Linux and
+// 35 on macOS, and a missing attribute is ENODATA on Linux, ENOATTR elsewhere). peerfs's own
+// codes get the nearest POSIX meaning; a code this build does not know is EIO.
 func wireErrno(c wire.Errno) syscall.Errno {
-	switch c {
-	case wire.ErrnoPathRefused:
-		return syscall.EACCES
-	case wire.ErrnoNoShare:
-		return syscall.ENOENT
-	case wire.ErrnoHashMismatch, wire.ErrnoChanged, wire.ErrnoProtocol:
-		return syscall.EIO
-	case wire.ErrnoUnsupported:
-		return syscall.ENOSYS
-	}
-	if c > 0 && c < 1000 {
-		return syscall.Errno(c)
+	if e, ok := localErrno[c]; ok {
+		return e
 	}
 	return syscall.EIO
+}
+
+var localErrno = map[wire.Errno]syscall.Errno{
+	wire.EPERM: syscall.EPERM, wire.ENOENT: syscall.ENOENT, wire.EIO: syscall.EIO,
+	wire.EBADF: syscall.EBADF, wire.EAGAIN: syscall.EAGAIN, wire.ENOMEM: syscall.ENOMEM,
+	wire.EACCES: syscall.EACCES, wire.EBUSY: syscall.EBUSY, wire.EEXIST: syscall.EEXIST,
+	wire.EXDEV: syscall.EXDEV, wire.ENOTDIR: syscall.ENOTDIR, wire.EISDIR: syscall.EISDIR,
+	wire.EINVAL: syscall.EINVAL, wire.EFBIG: syscall.EFBIG, wire.ENOSPC: syscall.ENOSPC,
+	wire.EROFS: syscall.EROFS, wire.EMLINK: syscall.EMLINK, wire.ENAMETOOLONG: syscall.ENAMETOOLONG,
+	wire.ENOSYS: syscall.ENOSYS, wire.ENOTEMPTY: syscall.ENOTEMPTY, wire.ELOOP: syscall.ELOOP,
+	wire.ENODATA: errNoAttr, wire.EOPNOTSUPP: syscall.EOPNOTSUPP, wire.EDQUOT: syscall.EDQUOT,
+	wire.ECANCELED: syscall.ECANCELED,
+
+	wire.ErrnoPathRefused:  syscall.EACCES,
+	wire.ErrnoNoShare:      syscall.ENOENT,
+	wire.ErrnoHashMismatch: syscall.EIO,
+	wire.ErrnoChanged:      syscall.EIO,
+	wire.ErrnoProtocol:     syscall.EIO,
+	wire.ErrnoUnsupported:  syscall.ENOSYS,
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -24,7 +25,7 @@ func TestToErrno(t *testing.T) {
 		{remote(wire.EXDEV), syscall.EXDEV},
 		{remote(wire.ENOTEMPTY), syscall.ENOTEMPTY},
 		{remote(wire.EROFS), syscall.EROFS},
-		{remote(wire.ENODATA), syscall.ENODATA},
+		{remote(wire.ENODATA), errNoAttr},
 		{remote(wire.EOPNOTSUPP), syscall.EOPNOTSUPP},
 		{remote(wire.ErrnoPathRefused), syscall.EACCES},
 		{remote(wire.ErrnoNoShare), syscall.ENOENT},
@@ -39,6 +40,19 @@ func TestToErrno(t *testing.T) {
 	for _, c := range cases {
 		if got := toErrno(c.err); got != c.want {
 			t.Errorf("toErrno(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestWireErrnoComplete checks that every code wire names has a local errno, so a code added
+// to wire is not answered as EIO by mistake.
+func TestWireErrnoComplete(t *testing.T) {
+	for c := wire.Errno(1); c < 2000; c++ {
+		if strings.HasPrefix(c.String(), "ERRNO_") {
+			continue
+		}
+		if _, ok := localErrno[c]; !ok {
+			t.Errorf("wire code %v (%d) has no local errno in localErrno", c, uint32(c))
 		}
 	}
 }

@@ -116,7 +116,7 @@ func (n *Node) passDrained(ctx context.Context) bool {
 // openHandle builds the handle for an open of the file described by e.
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
-		fills: flags&syscall.O_DIRECT == 0}
+		fills: flags&openDirect == 0}
 	n.mu.Lock()
 	if h.writable && n.passOpens > 0 {
 		n.mu.Unlock()

@@ -45,3 +45,12 @@ func setKernelReadahead(dir string, bytes int64) error {
 	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
 	return os.WriteFile(path, []byte(strconv.FormatInt(bytes>>10, 10)), 0)
 }
+
+// killPrivCaps is the capability the mount negotiates with the kernel (killpriv.go).
+const killPrivCaps = fuse.CAP_HANDLE_KILLPRIV_V2
+
+// openDirect is the open flag of a descriptor that bypasses the page cache.
+const openDirect = syscall.O_DIRECT
+
+// errNoAttr is the errno of an absent extended attribute.
+const errNoAttr = syscall.ENODATA

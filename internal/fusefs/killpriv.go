@@ -22,18 +22,16 @@ import (
 // capabilities need nothing here: a share serves no security.* attributes, and the owner's
 // kernel drops them from a file the daemon writes.
 
-// killPrivCaps is the capability the mount negotiates with the kernel.
-const killPrivCaps = fuse.CAP_HANDLE_KILLPRIV_V2
-
 // killedMode returns the permission bits of mode (a wire.Entry's, type bits included)
 // without those that a write or truncate by an unprivileged process drops, and whether there
 // were any: setuid, and setgid when the group may execute.
 func killedMode(mode uint32) (uint32, bool) {
-	const setgidExec = syscall.S_ISGID | syscall.S_IXGRP
+	// POSIX's values, spelled out: not every system's syscall package names S_IXGRP.
+	const setuid, setgid, groupExec = 0o4000, 0o2000, 0o010
 	mode &= 0o7777
-	kill := mode & syscall.S_ISUID
-	if mode&setgidExec == setgidExec {
-		kill |= syscall.S_ISGID
+	kill := mode & setuid
+	if mode&(setgid|groupExec) == setgid|groupExec {
+		kill |= setgid
 	}
 	return mode &^ kill, kill != 0
 }

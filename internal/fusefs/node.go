@@ -334,10 +334,10 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	// Owners serve only the user namespace. The kernel asks for security.capability before
 	// every write (to drop file capabilities): answer that here, not with a round trip.
 	if !strings.HasPrefix(attr, "user.") {
-		return 0, syscall.ENODATA
+		return 0, errNoAttr
 	}
 	if _, local := n.localEntry(); local {
-		return 0, syscall.ENODATA // a new file has none
+		return 0, errNoAttr // a new file has none
 	}
 	n.root.stats.roundTrips.Add(1)
 	v, err := n.root.owner.GetXattr(ctx, n.path(), attr)

@@ -1,3 +1,5 @@
+//go:build unix
+
 package node_test
 
 import (

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -294,7 +292,7 @@ func (s *Share) Rmdir(path string) error {
 	if path == "" {
 		return fail(op, path, errnoErr("the share root cannot be removed", syscall.EBUSY))
 	}
-	return s.unlinkAt(op, path, unix.AT_REMOVEDIR)
+	return s.unlinkAt(op, path, atRemoveDir)
 }
 
 func (s *Share) unlinkAt(op, path string, flags int) error {
@@ -303,7 +301,7 @@ func (s *Share) unlinkAt(op, path string, flags int) error {
 		return err
 	}
 	defer d.Close()
-	err = withFd(d, func(fd int) error { return unix.Unlinkat(fd, name, flags) })
+	err = withFd(d, func(fd int) error { return unlinkat(fd, name, flags) })
 	if err != nil {
 		return fail(op, path, os.NewSyscallError("unlinkat", err))
 	}
@@ -317,7 +315,7 @@ func (s *Share) unlinkAt(op, path string, flags int) error {
 // with the pair do not follow it, so they can reach nothing but an entry of that directory.
 // The caller closes the directory.
 func (s *Share) openParent(op, path string) (*os.File, string, error) {
-	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|oDirectory, 0)
 	if err != nil {
 		return nil, "", fail(op, path, err)
 	}
@@ -501,7 +499,7 @@ func (s *Share) GetXattr(path, name string) ([]byte, error) {
 	}
 	f, err := s.openXattr(op, path)
 	if errors.Is(err, errNoXattrs) {
-		return nil, fail(op, path, errnoErr(errNoXattrs.Error(), syscall.ENODATA))
+		return nil, fail(op, path, errnoErr(errNoXattrs.Error(), wire.ENODATA))
 	}
 	if err != nil {
 		return nil, err
@@ -627,7 +625,7 @@ func (s *Share) Fallocate(path string, mode uint32, off, length int64) (wire.Ent
 // share's folder. Bsize is the unit of the block counts.
 func (s *Share) Statfs() (wire.Statfs, error) {
 	const op = "statfs"
-	d, err := s.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := s.root.OpenFile(".", os.O_RDONLY|oDirectory, 0)
 	if err != nil {
 		return wire.Statfs{}, fail(op, "", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -16,13 +14,6 @@ import (
 // extended attributes and no fallocate (EOPNOTSUPP).
 
 const fallocKnown = 0
-
-func renameAt(fromDir int, fromName string, toDir int, toName string, flags uint32) error {
-	if flags != 0 {
-		return syscall.EINVAL
-	}
-	return unix.Renameat(fromDir, fromName, toDir, toName)
-}
 
 func statfs(d *os.File) (wire.Statfs, error) { return wire.Statfs{}, syscall.ENOSYS }
 

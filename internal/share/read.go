@@ -49,7 +49,7 @@ func (s *Share) ReadDir(path string) ([]wire.Entry, error) {
 	}
 	// O_DIRECTORY makes the kernel refuse a non-directory (ENOTDIR) before opening it, so a FIFO
 	// or device under the name is never opened.
-	d, err := s.root.OpenFile(rootName(path), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := s.root.OpenFile(rootName(path), os.O_RDONLY|oDirectory, 0)
 	if err != nil {
 		return nil, fail(op, path, err)
 	}
@@ -127,7 +127,7 @@ func setBlocking(f *os.File) error {
 		return err
 	}
 	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), false) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { serr = setNonblock(fd, false) }); err != nil {
 		return err
 	}
 	return serr

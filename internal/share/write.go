@@ -321,7 +321,7 @@ func (s *Share) truncate(op, path string, fi fs.FileInfo, size uint64) error {
 // nothing outside the share is reached. Where the system cannot set a link's times, it does
 // nothing.
 func (s *Share) lutimes(path string, atime, mtime time.Time) error {
-	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|oDirectory, 0)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -224,7 +223,7 @@ var errRetryFresh = errors.New("resumed copy did not verify")
 func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume bool) ([]byte, error) {
 	dir, base := path.Split(local)
 	part := partName(path.Clean(dir), base)
-	f, err := p.root.OpenFile(part, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := p.root.OpenFile(part, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
 	if err != nil {
 		return nil, err
 	}
