@@ -18,8 +18,9 @@ build:
 	$(GO) build -o $(BIN) ./cmd/peerfs
 	$(GO) build -o $(BENCHBIN) ./cmd/peerfs-bench
 
-# Two peers on loopback in a temporary directory: trust, share, list, pull, throughput.
-demo: build
+# Two peers on loopback in a temporary directory: trust, share, list, pull, throughput, then a
+# mount of the other's share: ls -l, a read, a write back.
+demo: deps build
 	scripts/demo.sh $(BIN)
 
 deps:

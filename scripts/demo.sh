@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Local demo: two peerfs nodes ("alpha" and "beta") on loopback in a temporary directory.
 # alpha shares a generated folder with beta; beta lists it and pulls it, and the throughput
-# is printed. The daemons keep running afterwards so you can keep playing; the script prints
-# how, and how to stop them.
+# is printed; then beta mounts another share of alpha's as a local folder, reads through it
+# and writes a file back. The daemons and the mount keep running afterwards so you can keep
+# playing; the script prints how, and how to unmount and stop them.
 set -euo pipefail
 BIN=$(realpath "${1:-bin/peerfs}")
 DEMO=$(mktemp -d "${TMPDIR:-/tmp}/peerfs-demo.XXXXXX")
@@ -58,6 +59,25 @@ run "$BIN" --home "$B" pull alpha:demo "$DEMO/beta-files"
 diff -r "$SRC" "$DEMO/beta-files/demo"
 echo "identical: diff -r finds no difference" >&2
 
+say "8. The headline: beta mounts a read-write share of alpha as a local folder"
+DESK=$DEMO/alpha-desk MNT=$DEMO/beta-mount
+mkdir -p "$DESK/notes" "$MNT"
+printf 'Plans for Thursday\n- ship it\n' >"$DESK/notes/plans.md"
+head -c $((4 << 20)) /dev/urandom >"$DESK/photo.raw"
+run "$BIN" --home "$A" share add desk "$DESK" --peer beta
+MOUNTED=
+if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+  echo "skipped: mounting needs /dev/fuse and fusermount3 (make deps installs fuse3)" >&2
+elif run "$BIN" --home "$B" mount alpha:desk "$MNT"; then
+  MOUNTED=1
+  run ls -l "$MNT" "$MNT/notes"
+  run cat "$MNT/notes/plans.md"
+  echo "written on beta, through the mount" >"$MNT/notes/from-beta.txt"
+  printf '$ echo "written on beta, through the mount" >%s\n' "$MNT/notes/from-beta.txt" >&2
+  run cat "$DESK/notes/from-beta.txt"
+  echo "the file is on alpha's disk: $DESK/notes/from-beta.txt" >&2
+fi
+
 say "The two daemons keep running. Keep playing:"
 cat >&2 <<EOT
   export PEERFS_HOME=$B          # act as beta
@@ -66,6 +86,15 @@ cat >&2 <<EOT
   $BIN pull alpha:demo/docs/README.txt /tmp/
   $BIN --home $A share add inbox $DEMO/inbox --peer beta   # (mkdir $DEMO/inbox first)
   $BIN send /etc/hostname alpha:inbox
+EOT
+if [ -n "$MOUNTED" ]; then
+  cat >&2 <<EOT
+  ls -l $MNT; echo hi >$MNT/notes/hi.txt; cat $DESK/notes/hi.txt
+  $BIN stats $MNT                 # FUSE calls, cache hits, round trips
+Unmount: $BIN --home $B unmount $MNT     # (or: fusermount3 -u $MNT)
+EOT
+fi
+cat >&2 <<EOT
 Logs: $DEMO/alpha.log $DEMO/beta.log
-Stop: kill \$(cat $DEMO/pids); rm -rf $DEMO
+Stop: ${MOUNTED:+$BIN --home $B unmount $MNT; }kill \$(cat $DEMO/pids); rm -rf $DEMO
 EOT
