@@ -3,6 +3,7 @@ module github.com/peerfs/peerfs
 go 1.26.8
 
 require (
+	github.com/Microsoft/go-winio v0.6.4
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/gofrs/flock v0.13.2
 	github.com/hanwen/go-fuse/v2 v2.12.1

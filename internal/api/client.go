@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -43,11 +41,11 @@ func Dial(path string) (*Client, error) {
 }
 
 func (c *Client) dial() (net.Conn, error) {
-	conn, err := net.Dial("unix", c.path)
+	conn, err := dialControl(c.path, 0)
 	if err == nil {
 		return conn, nil
 	}
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+	if errNoListener(err) {
 		return nil, fmt.Errorf("%w for this home (no socket at %s): start it with \"peerfs daemon\"", ErrNoDaemon, c.path)
 	}
 	return nil, fmt.Errorf("connecting to the daemon at %s: %w", c.path, err)

@@ -1,14 +1,11 @@
 package api
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/gofrs/flock"
 )
@@ -68,29 +65,6 @@ func ensurePrivateDir(dir string) error {
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("securing runtime directory: %w", err)
 		}
-	}
-	return nil
-}
-
-// removeStale removes a socket at path that no daemon answers on.
-func removeStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("checking %s: %w", path, err)
-	}
-	if !isSocket(fi) {
-		return fmt.Errorf("%s exists and is not a socket: remove it", path)
-	}
-	c, err := net.DialTimeout("unix", path, time.Second)
-	if err == nil {
-		c.Close()
-		return fmt.Errorf("a daemon is already running for this home (socket %s)", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing stale socket %s: %w", path, err)
 	}
 	return nil
 }

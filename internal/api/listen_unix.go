@@ -3,11 +3,13 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // listenPrivate binds the Unix socket at path with mode 0600. The directory is already
@@ -37,4 +39,38 @@ func fileOwner(fi fs.FileInfo) (uid int, ok bool) {
 	return int(st.Uid), true
 }
 
-func isSocket(fi fs.FileInfo) bool { return fi.Mode().Type() == fs.ModeSocket }
+// removeStale removes a socket at path that no daemon answers on.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", path, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("%s exists and is not a socket: remove it", path)
+	}
+	c, err := dialControl(path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("a daemon is already running for this home (socket %s)", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// dialControl connects to the control socket at path.
+func dialControl(path string, timeout time.Duration) (net.Conn, error) {
+	if timeout == 0 {
+		return net.Dial("unix", path)
+	}
+	return net.DialTimeout("unix", path, timeout)
+}
+
+// errNoListener reports whether a dial error means nothing listens at the path.
+func errNoListener(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
+}
