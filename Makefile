@@ -29,10 +29,12 @@ deps:
 # The whole suite: vet, the race detector on short sizes (one package at a time: the mount
 # and watch tests are timing-sensitive under load), the full-size two-node tests
 # (1 GiB pull, 10,000-file tree, interrupted pulls), and bounded fuzzing of the frame decoder
-# and of share path resolution; first, the build and vet of every platform peerfs ships for.
+# and of share path resolution; first, the build and vet of every platform peerfs ships for,
+# and the Windows build run under Wine against the Linux one (scripts/wine-test.sh).
 test: deps build
 	$(GO) vet ./...
 	scripts/crosscheck.sh
+	scripts/wine-test.sh $(BIN)
 	$(GO) test -race -short -count=1 -p 1 ./...
 	$(GO) test -count=1 -timeout 20m ./internal/node/
 	$(GO) test -count=1 -timeout 10m ./cmd/...
