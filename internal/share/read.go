@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"syscall"
@@ -118,6 +119,16 @@ func (s *Share) openRegular(op, path, name string, flag int) (*os.File, error) {
 		return nil, fail(op, path, err)
 	}
 	return f, nil
+}
+
+// readAt reads into b from the wire offset off. An offset of 2^63 or more, which no file can
+// reach and which an int64 would turn negative, is EINVAL, as pread(2) answers for a negative
+// offset (os.File.ReadAt would fail with a plain error that maps to EIO).
+func readAt(f *os.File, b []byte, off uint64) (int, error) {
+	if off > math.MaxInt64 {
+		return 0, errnoErr("offset beyond the largest file", syscall.EINVAL)
+	}
+	return f.ReadAt(b, int64(off))
 }
 
 // setBlocking clears O_NONBLOCK on f's descriptor.

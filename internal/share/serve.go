@@ -351,7 +351,7 @@ func (sv *Server) read(r *rpc.Request, sh *Share, req *wire.ReadReq) {
 	}
 	defer f.Close()
 	buf := rpc.GetBuffer(int(req.Length))
-	n, err := f.ReadAt(buf.Payload(), int64(req.Offset))
+	n, err := readAt(f, buf.Payload(), req.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		buf.Release()
 		sv.fail(r, err)
