@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -184,11 +185,15 @@ func Message(err error) string {
 	var why string
 	var ref *refusal
 	var ro *readOnlyError
+	var nospace *prealloc.NoSpaceError
 	switch {
 	case errors.As(err, &ro):
 		why = ro.Error()
 	case errors.As(err, &ref):
 		why = ref.why
+	case errors.As(err, &nospace):
+		// Numbers only: how much the upload needs and how much is free.
+		why = "no space left on the owner's device: " + strings.TrimPrefix(nospace.Error(), "no space left on device: ")
 	default:
 		code := Errno(err)
 		why = descriptions[code]

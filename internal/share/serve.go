@@ -10,7 +10,6 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/peerfs/peerfs/internal/bulk"
-	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -499,10 +498,11 @@ func (sv *Server) put(r *rpc.Request, sh *Share, req *wire.PutReq) {
 			return
 		}
 	}
-	if err := prealloc.Reserve(f, 0, int64(req.Size)); err != nil {
+	if err := sh.ReservePart(f, req.Path, offset, req.Size); err != nil {
 		sv.fail(r, err)
 		return
 	}
+	defer ReleasePart(f, req.Size) // what was not filled, unless committed (f closed) first
 	head := wire.PutResp{Offset: uint64(offset), Window: rpc.DefaultWindow}
 	in, err := r.Accept(head.AppendTo(nil), rpc.DefaultWindow)
 	if err != nil {

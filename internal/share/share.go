@@ -32,8 +32,9 @@ type Share struct {
 	dir      string
 	readOnly bool
 	root     *os.Root
-	w        watchState // the peers' change subscriptions (watch.go)
-	hashes   hashCache  // hashes of files sent whole (hashes.go)
+	w        watchState  // the peers' change subscriptions (watch.go)
+	hashes   hashCache   // hashes of files sent whole (hashes.go)
+	parts    partSweeper // abandoned uploads' part files (parts.go)
 }
 
 // Open opens the folder dir for serving as the share name. dir must exist and be a directory.
@@ -59,7 +60,9 @@ func Open(name, dir string, readOnly bool) (*Share, error) {
 		return nil, fmt.Errorf("share %s: cannot open folder %s: check its permissions: %w", name, abs, err)
 	}
 	learnEscapeError(root)
-	return &Share{name: name, dir: abs, readOnly: readOnly, root: root, hashes: newHashCache()}, nil
+	s := &Share{name: name, dir: abs, readOnly: readOnly, root: root, hashes: newHashCache()}
+	s.startPartSweeper()
+	return s, nil
 }
 
 // Name returns the share's name as peers see it.
@@ -75,6 +78,7 @@ func (s *Share) ReadOnly() bool { return s.readOnly }
 // Close releases the folder. Calls made after Close fail; files already handed out stay open.
 func (s *Share) Close() error {
 	s.w.close()
+	s.closeParts()
 	if err := s.root.Close(); err != nil {
 		return fmt.Errorf("share %s: close: %w", s.name, err)
 	}

@@ -55,6 +55,7 @@ func (s *Share) CreatePart(path string, resume bool) (f *os.File, offset int64, 
 	if err != nil {
 		return nil, 0, fail(op, path, err)
 	}
+	s.notePart(part)
 	return f, 0, nil
 }
 
@@ -113,6 +114,7 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	if err := s.root.Rename(part, path); err != nil {
 		return fail(op, path, err)
 	}
+	s.forgetPart(part)
 	return nil
 }
 
@@ -139,6 +141,7 @@ func (s *Share) RemovePart(path string) error {
 	if err := s.root.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fail(op, path, err)
 	}
+	s.forgetPart(part)
 	return nil
 }
 

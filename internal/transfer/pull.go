@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -251,9 +252,19 @@ func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume 
 		return nil, err
 	}
 	defer in.Close()
+	if e.Size > math.MaxInt64 {
+		return nil, fmt.Errorf("the owner announces %d bytes, more than a file can hold", e.Size)
+	}
 	if err := prealloc.Reserve(f, 0, int64(e.Size)); err != nil {
+		if offset == 0 { // a refused fresh copy leaves nothing behind
+			f.Close()
+			p.root.Remove(part)
+		}
 		return nil, err
 	}
+	// A copy that stops short keeps its bytes for the next run, not the rest of its
+	// reservation. After the rename f is closed and this does nothing.
+	defer prealloc.Release(f, int64(e.Size))
 	if offset > 0 {
 		p.c.resumed.Add(offset)
 	}

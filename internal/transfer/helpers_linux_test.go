@@ -1,0 +1,115 @@
+package transfer
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/share"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// servePeer opens dir as the share name, serves it with a share.Server over a real loopback
+// TCP connection and returns the client side, as a peer sees the share.
+func servePeer(t testing.TB, name, dir string) remote.Peer {
+	t.Helper()
+	sh, err := share.Open(name, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	ca, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := <-acc
+	sv := &share.Server{
+		Lookup: func(n string) (*share.Share, bool) { return sh, n == name },
+		List:   func() []wire.ShareInfo { return []wire.ShareInfo{{Name: name}} },
+	}
+	var sb *rpc.Session
+	var errb error
+	done := make(chan struct{})
+	go func() {
+		sb, errb = rpc.New(cb, rpc.Options{Name: "owner", Handler: sv})
+		close(done)
+	}()
+	sa, err := rpc.New(ca, rpc.Options{Name: "peer"})
+	<-done
+	if err != nil || errb != nil {
+		t.Fatalf("rpc.New: %v / %v", err, errb)
+	}
+	t.Cleanup(func() { sa.Close(nil); sb.Close(nil) })
+	return remote.Peer{S: sa}
+}
+
+// fsKinds are the file systems the full-disk tests run on: ext4 keeps what a failed fallocate
+// allocated and holds 5% of its blocks for root; tmpfs honours fallocate and keeps nothing back.
+var fsKinds = []string{"ext4", "tmpfs"}
+
+// smallFS mounts a file system of the kind given ("ext4", on a loop device, or "tmpfs") of
+// about mib MiB for this test alone and returns its root; it is unmounted at the end. The test
+// is skipped, with the reason, where it cannot be mounted (no root, no loop devices).
+func smallFS(t *testing.T, kind string, mib int) string {
+	t.Helper()
+	base := t.TempDir()
+	dir := filepath.Join(base, "fs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	switch kind {
+	case "ext4":
+		img := filepath.Join(base, "fs.img")
+		f, err := os.Create(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Truncate(int64(mib) << 20)
+		f.Close()
+		if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+			t.Skipf("cannot make an ext4 image for a full-disk test: %v: %s", err, out)
+		}
+		if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+			t.Skipf("cannot mount an ext4 image for a full-disk test (needs root and loop devices): %v: %s", err, out)
+		}
+	case "tmpfs":
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(mib)+"m"); err != nil {
+			t.Skipf("cannot mount a tmpfs for a full-disk test (needs root): %v", err)
+		}
+	default:
+		t.Fatalf("unknown file system kind %q", kind)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmounting the test file system: %v", err)
+		}
+	})
+	return dir
+}
+
+// freeBytes is the free space of dir's file system for unprivileged users.
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Frsize)
+}
