@@ -331,3 +331,28 @@ func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Er
 	}
 	return true, 0
 }
+
+var _ = (fs.NodeFsyncer)((*Node)(nil))
+
+// Fsync syncs a file through its handle (Handle.Fsync) and a directory, which has no handle
+// here, on the owner: a program that fsyncs a directory after creating or renaming a name in
+// it (the usual way to make a new file durable) learns the names are stored once the owner's
+// directory is synced. Without it the kernel's FSYNCDIR found nothing to call and the program
+// got EOPNOTSUPP. Files created here and not sent yet are created on the owner first.
+func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(*Handle); ok {
+		return h.Fsync(ctx, flags)
+	}
+	n.root.stats.fsync.Add(0)
+	if n.localKids.Load() > 0 {
+		for _, ch := range n.Children() {
+			if cn, ok := ch.Operations().(*Node); ok {
+				if errno := cn.ensureCreated(ctx); errno != 0 {
+					return errno
+				}
+			}
+		}
+	}
+	n.root.stats.roundTrips.Add(1)
+	return toErrno(n.root.owner.Fsync(ctx, n.path(), flags&1 != 0))
+}

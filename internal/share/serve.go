@@ -534,7 +534,7 @@ func (sv *Server) put(r *rpc.Request, sh *Share, req *wire.PutReq) {
 		r.Fail(wire.ErrnoHashMismatch, "upload did not verify (size or BLAKE3 hash differs): send again")
 		return
 	}
-	if err := f.Close(); err != nil {
+	if err := SyncClose(f); err != nil {
 		sv.fail(r, err)
 		return
 	}

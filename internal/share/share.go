@@ -35,6 +35,7 @@ type Share struct {
 	w        watchState  // the peers' change subscriptions (watch.go)
 	hashes   hashCache   // hashes of files sent whole (hashes.go)
 	parts    partSweeper // abandoned uploads' part files (parts.go)
+	dirSyncs dirSyncs    // directory syncs after commits (dirsync.go)
 }
 
 // Open opens the folder dir for serving as the share name. dir must exist and be a directory.

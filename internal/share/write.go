@@ -82,7 +82,8 @@ func (s *Share) resumePart(op, path, part string, fi fs.FileInfo) (*os.File, int
 
 // CommitPart finishes an upload to path: it sets the part's permission bits (set-id bits are
 // dropped, see fileMode) and, unless mtime is zero, its modification time, then renames it over
-// path. A directory at path is refused with EISDIR; so is a part that is not a regular file.
+// path and syncs the directory (the caller synced the part's data, SyncClose), so the file is
+// durable under its name when CommitPart returns. A directory at path is refused with EISDIR; so is a part that is not a regular file.
 func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	const op = "commit"
 	if err := s.checkWrite(op, path); err != nil {
@@ -115,6 +116,10 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 		return fail(op, path, err)
 	}
 	s.forgetPart(part)
+	// The new name must survive a power cut before the upload is reported stored.
+	if err := s.syncDir(parentDir(path)); err != nil {
+		return fail(op, path, err)
+	}
 	return nil
 }
 

@@ -67,7 +67,11 @@ func Pull(ctx context.Context, peer remote.Peer, share, remotePath, dest string,
 		return res, err
 	case st.IsSymlink():
 		err = p.symlink(name, st.Target)
+		if err == nil {
+			err = syncDir(root, ".")
+		}
 	case st.IsDir():
+		p.inTree = true
 		err = p.tree(ctx, remotePath, name, st)
 	default:
 		err = fmt.Errorf("%s is not a regular file, directory or symlink", remotePath)
@@ -77,11 +81,12 @@ func Pull(ctx context.Context, peer remote.Peer, share, remotePath, dest string,
 }
 
 type puller struct {
-	peer  remote.Peer
-	share string
-	root  *os.Root // the destination's parent; every local path is relative to it
-	opts  Options
-	c     *counters
+	peer   remote.Peer
+	share  string
+	root   *os.Root // the destination's parent; every local path is relative to it
+	opts   Options
+	c      *counters
+	inTree bool // directories are synced once at the end of the tree, not per file
 }
 
 type fileJob struct {
@@ -128,7 +133,20 @@ func (p *puller) tree(ctx context.Context, remoteDir, localDir string, st wire.E
 			return err
 		}
 	}
-	return nil
+	return p.syncDirs(dirs)
+}
+
+// syncDirs syncs every directory of a pulled tree and the one holding it, once each and
+// several at a time, after all their files were synced and renamed: the tree is durable when
+// the pull reports it done.
+func (p *puller) syncDirs(dirs []dirAttr) error {
+	var g errgroup.Group
+	g.SetLimit(p.opts.Concurrency)
+	g.Go(func() error { return syncDir(p.root, ".") })
+	for _, d := range dirs {
+		g.Go(func() error { return syncDir(p.root, d.local) })
+	}
+	return g.Wait()
 }
 
 func (p *puller) walk(ctx context.Context, remoteDir, localDir string, st wire.Entry, jobs chan<- fileJob, dirs *[]dirAttr) error {
@@ -292,6 +310,11 @@ func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume 
 		return nil, err
 	}
 	mt := time.Unix(0, e.MtimeNs)
+	// The data reaches the disk before the rename gives it the final name; the directory
+	// is synced after the rename (syncDir), once per directory for a tree.
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
@@ -304,5 +327,34 @@ func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume 
 	if err := p.root.Rename(part, local); err != nil {
 		return nil, err
 	}
+	if err := p.renamed(path.Clean(dir)); err != nil {
+		return nil, err
+	}
 	return sum, nil
+}
+
+// renamed makes a name just renamed into dir durable: at once for a single file, at the end
+// of the tree (syncDirs) for a tree, where a directory of thousands of files is synced once.
+func (p *puller) renamed(dir string) error {
+	if p.inTree {
+		return nil // tree's syncDirs syncs every directory of the tree and the one holding it
+	}
+	return syncDir(p.root, dir)
+}
+
+// syncDir syncs the directory dir (relative to root) to stable storage, so the names in it
+// survive a power cut.
+func syncDir(root *os.Root, dir string) error {
+	d, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
 }
