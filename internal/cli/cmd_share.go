@@ -26,10 +26,11 @@ read-only, that only the peers it names may use.`
 
 // shareJSON is a share in JSON output.
 type shareJSON struct {
-	Name     string   `json:"name"`
-	Path     string   `json:"path"`
-	ReadOnly bool     `json:"read_only"`
-	Peers    []string `json:"peers"`
+	Name           string   `json:"name"`
+	Path           string   `json:"path"`
+	ReadOnly       bool     `json:"read_only"`
+	Peers          []string `json:"peers"`
+	AllowHardlinks bool     `json:"allow_hardlinks"`
 }
 
 func toShareJSON(s config.Share) shareJSON {
@@ -37,23 +38,26 @@ func toShareJSON(s config.Share) shareJSON {
 	if peers == nil {
 		peers = []string{}
 	}
-	return shareJSON{Name: s.Name, Path: s.Path, ReadOnly: s.ReadOnly, Peers: peers}
+	return shareJSON{Name: s.Name, Path: s.Path, ReadOnly: s.ReadOnly, Peers: peers, AllowHardlinks: s.AllowHardlinks}
 }
 
 // ShareAddOptions are the flags of "peerfs share add".
 type ShareAddOptions struct {
-	ReadOnly bool
-	Peers    []string
+	ReadOnly       bool
+	Peers          []string
+	AllowHardlinks bool
 }
 
 func newShareAddCommand(g *Globals) *cobra.Command {
 	var opts ShareAddOptions
 	cmd := &cobra.Command{
-		Use:   "add NAME PATH [--read-only] [--peer NAME ...]",
+		Use:   "add NAME PATH [--read-only] [--allow-hardlinks] [--peer NAME ...]",
 		Short: "Export a folder",
 		Long: `Export the existing directory PATH as share NAME (1-64 letters, digits, '-', '_' and
 '.', not starting with '.'). Only the peers named with --peer may use it; repeat
 --peer or separate names with commas. With --read-only peers can read but not write.
+A file with more than one hard link is served only if the link was made through the
+share, since its other names may lie outside it; --allow-hardlinks serves them all.
 A running daemon picks up the change at once.`,
 		Example: `  peerfs share add projects ~/projects --peer desktop
   peerfs share add photos /srv/photos --read-only --peer desktop,server`,
@@ -64,6 +68,8 @@ A running daemon picks up the change at once.`,
 	}
 	cmd.Flags().BoolVar(&opts.ReadOnly, "read-only", false, "peers may read but not write")
 	cmd.Flags().StringSliceVar(&opts.Peers, "peer", nil, "allow the peer `NAME` (repeatable)")
+	cmd.Flags().BoolVar(&opts.AllowHardlinks, "allow-hardlinks", false,
+		"serve files with several hard links even if not linked through the share (their other names may lie outside it)")
 	return cmd
 }
 
@@ -95,7 +101,7 @@ func runShareAdd(ctx context.Context, opts ShareAddOptions, g *Globals, args []s
 	if err != nil {
 		return err
 	}
-	share := config.Share{Name: name, Path: dir, ReadOnly: opts.ReadOnly, Peers: peers}
+	share := config.Share{Name: name, Path: dir, ReadOnly: opts.ReadOnly, Peers: peers, AllowHardlinks: opts.AllowHardlinks}
 	err = config.Update(p, func(f *config.File) error {
 		if old := f.ShareByName(name); old != nil {
 			return api.Errorf(api.CodeInvalid, "a share named %q already exists (%s): choose another name, or first run \"peerfs share rm %s\"", name, old.Path, name)
@@ -132,10 +138,14 @@ func runShareAdd(ctx context.Context, opts ShareAddOptions, g *Globals, args []s
 }
 
 func shareAccess(s config.Share) string {
+	access := "read-write"
 	if s.ReadOnly {
-		return "read-only"
+		access = "read-only"
 	}
-	return "read-write"
+	if s.AllowHardlinks {
+		access += ",hardlinks"
+	}
+	return access
 }
 
 // ShareLsOptions are the flags of "peerfs share ls" (none yet).

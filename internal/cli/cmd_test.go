@@ -286,6 +286,21 @@ func TestShareCommands(t *testing.T) {
 	}
 
 	mustRun(t, home, "share", "rm", "proj")
+	// --allow-hardlinks is kept in the config and shown by ls.
+	mustRun(t, home, "share", "add", "linked", dir, "--peer", "beta", "--allow-hardlinks")
+	if out := mustRun(t, home, "share", "ls"); !strings.Contains(out, "read-write,hardlinks") {
+		t.Errorf("share ls does not show --allow-hardlinks:\n%s", out)
+	}
+	var linked struct {
+		Shares []struct {
+			AllowHardlinks bool `json:"allow_hardlinks"`
+		} `json:"shares"`
+	}
+	decodeOne(t, mustRun(t, home, "share", "ls", "--json"), &linked)
+	if len(linked.Shares) != 1 || !linked.Shares[0].AllowHardlinks {
+		t.Errorf("share ls --json = %+v, want allow_hardlinks", linked)
+	}
+	mustRun(t, home, "share", "rm", "linked")
 	decodeOne(t, mustRun(t, home, "share", "ls", "--json"), &ls)
 	if len(ls.Shares) != 0 {
 		t.Errorf("shares after rm: %+v", ls)

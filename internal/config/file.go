@@ -56,6 +56,9 @@ type Share struct {
 	Path     string   `json:"path"` // absolute
 	ReadOnly bool     `json:"read_only"`
 	Peers    []string `json:"peers"` // names of the peers allowed to use it
+	// AllowHardlinks serves files with several hard links whatever made them; without it only
+	// those linked through the share are (docs/ARCHITECTURE.md, hard links).
+	AllowHardlinks bool `json:"allow_hardlinks,omitempty"`
 }
 
 // Load reads and validates the config file. A missing file is an error wrapping

@@ -249,7 +249,7 @@ func (n *Node) apply(cfg *config.File) {
 	}
 	for name, o := range n.shares {
 		w, ok := want[name]
-		if !ok || w.Path != o.cfg.Path || w.ReadOnly != o.cfg.ReadOnly {
+		if !ok || w.Path != o.cfg.Path || w.ReadOnly != o.cfg.ReadOnly || w.AllowHardlinks != o.cfg.AllowHardlinks {
 			o.sh.Close()
 			delete(n.shares, name)
 		} else {
@@ -277,7 +277,7 @@ func (n *Node) shareFor(id identity.DeviceID, name string) (*share.Share, bool) 
 	if o := n.shares[name]; o != nil {
 		return o.sh, true
 	}
-	sh, err := share.Open(sc.Name, sc.Path, sc.ReadOnly)
+	sh, err := share.OpenWith(sc.Name, sc.Path, share.Options{ReadOnly: sc.ReadOnly, AllowHardlinks: sc.AllowHardlinks})
 	if err != nil {
 		n.log.Error("cannot open share", "share", name, "err", err)
 		return nil, false

@@ -189,6 +189,8 @@ func Message(err error) string {
 	switch {
 	case errors.As(err, &ro):
 		why = ro.Error()
+	case errors.Is(err, ErrHardlink):
+		why = ErrHardlink.Error()
 	case errors.As(err, &ref):
 		why = ref.why
 	case errors.As(err, &nospace):

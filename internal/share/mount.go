@@ -242,13 +242,30 @@ func (s *Share) closeWithEntry(op, path string, f *os.File) (wire.Entry, error) 
 // openRegularPerm is openRegular for an open that may create path (valid, not the root) with
 // the permission bits perm.
 func (s *Share) openRegularPerm(op, path string, flag int, perm fs.FileMode) (*os.File, error) {
-	f, err := s.root.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	// O_TRUNC waits for checkLinks: a file the share may not serve must not be emptied.
+	trunc := flag&os.O_TRUNC != 0
+	f, err := s.root.OpenFile(path, flag&^os.O_TRUNC|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
 	if err != nil {
 		return nil, fail(op, path, err)
 	}
 	if err := checkRegular(f); err != nil {
 		f.Close()
 		return nil, fail(op, path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fail(op, path, err)
+	}
+	if err := s.checkLinks(op, path, f, fi); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if trunc {
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, fail(op, path, err)
+		}
 	}
 	return f, nil
 }
@@ -379,6 +396,8 @@ func (s *Share) Rename(from, to string, flags uint32) error {
 
 // Link makes to a new hard link to the existing from and returns the Entry of to. A symlink at
 // from is linked itself, never followed (link(2) semantics). Both names go through os.Root.
+// The file is marked as linked through the share (hardlink.go), and a file the share refuses
+// to serve for its links is not linked (EACCES).
 // A directory cannot be linked (EPERM, as link(2) answers); an existing to is EEXIST.
 func (s *Share) Link(from, to string) (wire.Entry, error) {
 	const op = "link"
@@ -394,9 +413,16 @@ func (s *Share) Link(from, to string) (wire.Entry, error) {
 	if to == "" {
 		return wire.Entry{}, fail(op, to, errnoErr("the share root exists", syscall.EEXIST))
 	}
+	// A file the share may not serve must not become one it serves by being linked again.
+	if fi, err := s.root.Lstat(from); err == nil {
+		if err := s.checkLinks(op, from, nil, fi); err != nil {
+			return wire.Entry{}, err
+		}
+	}
 	if err := s.root.Link(from, to); err != nil {
 		return wire.Entry{}, fail(op, to, err)
 	}
+	s.markLinked(to)
 	return s.lstat(op, to)
 }
 
@@ -450,6 +476,8 @@ func checkXattrName(op, path, name string) error {
 		return fail(op, path, errnoErr(fmt.Sprintf("attribute %q: only the %q namespace is shared", name, xattrPrefix), syscall.EOPNOTSUPP))
 	case name == xattrPrefix || strings.IndexByte(name, 0) >= 0 || len(name) > wire.MaxXattrName:
 		return fail(op, path, errnoErr(fmt.Sprintf("invalid attribute name %q", name), syscall.EINVAL))
+	case isReservedXattr(name):
+		return fail(op, path, errnoErr(fmt.Sprintf("attribute %q: the %q names are the share's own", name, reservedXattrs), syscall.EPERM))
 	}
 	return nil
 }
@@ -484,6 +512,10 @@ func (s *Share) openXattr(op, path string) (*os.File, error) {
 		}
 		return nil, errNoXattrs
 	}
+	if err := s.checkLinks(op, path, f, fi); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -493,6 +525,9 @@ func (s *Share) GetXattr(path, name string) ([]byte, error) {
 	const op = "getxattr"
 	if err := check(op, path); err != nil {
 		return nil, err
+	}
+	if isReservedXattr(name) {
+		return nil, fail(op, path, errnoErr("no such attribute", wire.ENODATA))
 	}
 	if err := checkXattrName(op, path, name); err != nil {
 		return nil, err
@@ -533,7 +568,7 @@ func (s *Share) ListXattr(path string) ([]string, error) {
 	}
 	names := []string{}
 	for _, n := range all {
-		if strings.HasPrefix(n, xattrPrefix) {
+		if strings.HasPrefix(n, xattrPrefix) && !isReservedXattr(n) {
 			names = append(names, n)
 		}
 	}

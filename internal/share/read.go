@@ -96,7 +96,8 @@ func (s *Share) OpenRead(path string) (*os.File, wire.Entry, error) {
 }
 
 // openRegular opens name (an os.Root name derived from the valid share path path, which errors
-// report) and returns it only if it is a regular file. O_NONBLOCK keeps a FIFO from blocking the open and O_NOCTTY keeps a terminal
+// report) and returns it only if it is a regular file, and one the share may serve if it has
+// several hard links (checkLinks). O_NONBLOCK keeps a FIFO from blocking the open and O_NOCTTY keeps a terminal
 // from becoming the daemon's controlling terminal; O_NONBLOCK is cleared once the file is known
 // to be regular, so callers get an ordinary blocking file.
 func (s *Share) openRegular(op, path, name string, flag int) (*os.File, error) {
@@ -112,6 +113,10 @@ func (s *Share) openRegular(op, path, name string, flag int) (*os.File, error) {
 	case !fi.Mode().IsRegular():
 		err = errnoErr(fmt.Sprintf("not a regular file (%v)", fi.Mode().Type()), syscall.EINVAL)
 	default:
+		if err = s.checkLinks(op, path, f, fi); err != nil {
+			f.Close()
+			return nil, err
+		}
 		err = setBlocking(f)
 	}
 	if err != nil {

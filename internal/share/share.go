@@ -36,10 +36,26 @@ type Share struct {
 	hashes   hashCache   // hashes of files sent whole (hashes.go)
 	parts    partSweeper // abandoned uploads' part files (parts.go)
 	dirSyncs dirSyncs    // directory syncs after commits (dirsync.go)
+	links    linkState   // hard links allowed and made here (hardlink.go)
 }
 
-// Open opens the folder dir for serving as the share name. dir must exist and be a directory.
+// Options are a share's settings besides its name and folder.
+type Options struct {
+	ReadOnly bool // peers may only read
+	// AllowHardlinks serves regular files with several hard links whatever made them; without
+	// it only those linked through the share are served (hardlink.go).
+	AllowHardlinks bool
+}
+
+// Open opens the folder dir for serving as the share name, with default options but for
+// readOnly. dir must exist and be a directory.
 func Open(name, dir string, readOnly bool) (*Share, error) {
+	return OpenWith(name, dir, Options{ReadOnly: readOnly})
+}
+
+// OpenWith opens the folder dir for serving as the share name with the options o.
+func OpenWith(name, dir string, o Options) (*Share, error) {
+	readOnly := o.ReadOnly
 	if err := wire.CheckShareName(name); err != nil {
 		return nil, fmt.Errorf("share name %q cannot be used, rename the share: %w", name, err)
 	}
@@ -62,6 +78,7 @@ func Open(name, dir string, readOnly bool) (*Share, error) {
 	}
 	learnEscapeError(root)
 	s := &Share{name: name, dir: abs, readOnly: readOnly, root: root, hashes: newHashCache()}
+	s.links.allow = o.AllowHardlinks
 	s.startPartSweeper()
 	return s, nil
 }

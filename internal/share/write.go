@@ -251,6 +251,10 @@ func (s *Share) SetAttr(req wire.SetAttrReq) (wire.ChangeResp, error) {
 			return wire.ChangeResp{}, fail(op, path, err)
 		}
 	}
+	// Mode and times are changed by name: a file the share may not serve is refused here too.
+	if err := s.checkLinks(op, path, nil, fi); err != nil {
+		return wire.ChangeResp{}, err
+	}
 	pre := entryFromInfo(fi)
 	e, err := s.setAttr(op, req, fi)
 	return wire.ChangeResp{Entry: e, Pre: pre.State()}, err
