@@ -28,10 +28,14 @@ import (
 //
 //  1. quick check: a local file with the remote size and mtime is skipped;
 //  2. open ".NAME.peerfs-part"; its length is the resume offset; hash that prefix;
-//  3. GET from the offset: each DATA chunk is written at its offset and hashed, then its
-//     buffer and credit go back (rpc.InStream.Consumed);
-//  4. END carries the owner's size and hash of the whole file: compare, set mode and mtime,
-//     rename into place.
+//  3. GET from the offset; its head gives the file's size, and the room the file still needs
+//     is reserved (prealloc.Reserve: refused at once if the disk lacks it; what a copy that
+//     stops short does not fill is given back);
+//  4. each DATA chunk is written at its offset and hashed, then its buffer and credit go back
+//     (rpc.InStream.Consumed);
+//  5. END carries the owner's size and hash of the whole file: compare, set mode and mtime,
+//     sync the data, rename into place, sync the directory (for a tree, each directory once
+//     at the end: syncDirs).
 func Pull(ctx context.Context, peer remote.Peer, share, remotePath, dest string, opts Options) (*Result, error) {
 	opts.defaults()
 	st, err := peer.Stat(ctx, share, remotePath)

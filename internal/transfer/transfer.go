@@ -3,7 +3,10 @@
 //
 // Every file travels as one credit-controlled stream (GET or PUT) with many bytes in flight, is
 // written under a temporary ".NAME.peerfs-part" name beside its final name, and is renamed into
-// place only after the BLAKE3 hash of the whole file matches the owner's. An interrupted run
+// place only after the BLAKE3 hash of the whole file matches the owner's; it counts as done once
+// its data and its directory are synced (the owner does the same before it acknowledges a send),
+// so a file reported copied survives a power cut. Room for a file is reserved before its bytes
+// move and refused at once if the disk lacks it. An interrupted run
 // leaves the part file; the next run resumes from its length (rehashing the prefix), and falls
 // back to a fresh copy once if the resumed result does not verify. Trees keep modes and mtimes;
 // symlinks are recreated as links and never followed. On the local side every path is resolved
