@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -97,8 +98,16 @@ func smallFS(t *testing.T, kind string, mib int) string {
 		t.Fatalf("unknown file system kind %q", kind)
 	}
 	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmounting the test file system: %v", err)
+		// A file the owner still holds open (a test that failed mid-transfer) keeps the file
+		// system busy for a moment; never leave it mounted.
+		err := unix.Unmount(dir, 0)
+		for i := 0; err == unix.EBUSY && i < 50; i++ {
+			time.Sleep(20 * time.Millisecond)
+			err = unix.Unmount(dir, 0)
+		}
+		if err != nil {
+			unix.Unmount(dir, unix.MNT_DETACH)
+			t.Errorf("unmounting the test file system: %v (detached it)", err)
 		}
 	})
 	return dir
