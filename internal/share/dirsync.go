@@ -3,7 +3,6 @@ package share
 import (
 	"os"
 	"sync"
-	"syscall"
 )
 
 // A file renamed into place is durable once the file was synced before the rename and its
@@ -69,11 +68,11 @@ func (s *Share) syncDir(dir string) error {
 
 // fsyncDir syncs the directory dir (share-relative) opened through os.Root.
 func (s *Share) fsyncDir(dir string) error {
-	d, err := s.root.OpenFile(rootName(dir), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := s.root.OpenFile(rootName(dir), os.O_RDONLY|oDirectory, 0)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = syncDirFile(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}

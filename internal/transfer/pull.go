@@ -349,11 +349,11 @@ func (p *puller) renamed(dir string) error {
 // syncDir syncs the directory dir (relative to root) to stable storage, so the names in it
 // survive a power cut.
 func syncDir(root *os.Root, dir string) error {
-	d, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := root.OpenFile(dir, os.O_RDONLY|oDirectory, 0)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = syncDirFile(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
