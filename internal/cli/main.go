@@ -133,8 +133,15 @@ config file.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          noSubcommand,
-		RunE:          func(cmd *cobra.Command, args []string) error { g.ran = true; return cmd.Help() },
 	}
+	var showVersion bool
+	root.Flags().BoolVar(&showVersion, "version", false, "print the version and exit (as \"peerfs version\")")
+	root.RunE = runE(g, func(ctx context.Context, args []string) error {
+		if showVersion {
+			return runVersion(ctx, VersionOptions{}, g, args, g.Stdout)
+		}
+		return root.Help()
+	})
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf("%v: see \"%s --help\"", err, cmd.CommandPath())
@@ -168,6 +175,7 @@ config file.`,
 		newUnmountCommand(g),
 		newMountsCommand(g),
 		newStatsCommand(g),
+		newVersionCommand(g),
 	)
 	return root
 }
