@@ -142,7 +142,8 @@ config file.`,
 		}
 		return root.Help()
 	})
-	root.CompletionOptions.DisableDefaultCmd = true
+	// cobra's "completion bash|zsh|fish|powershell" prints a script that asks the binary
+	// itself for completions (its hidden "__complete" command); the packages install them.
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf("%v: see \"%s --help\"", err, cmd.CommandPath())
 	})
@@ -176,6 +177,7 @@ config file.`,
 		newMountsCommand(g),
 		newStatsCommand(g),
 		newVersionCommand(g),
+		newGenManCommand(g),
 	)
 	return root
 }
