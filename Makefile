@@ -10,12 +10,20 @@ BENCHBIN := bin/peerfs-bench
 FUZZ_FRAME_EXECS ?= 800000x
 FUZZ_PATH_EXECS  ?= 200000x
 
+# What "peerfs version" prints, set at link time (override: make build VERSION=v1.2.3).
+VERSION    := $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT     := $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE := $(shell date -u $(if $(SOURCE_DATE_EPOCH),-d @$(SOURCE_DATE_EPOCH)) +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -X github.com/peerfs/peerfs/internal/cli.version=$(VERSION) \
+              -X github.com/peerfs/peerfs/internal/cli.commit=$(COMMIT) \
+              -X github.com/peerfs/peerfs/internal/cli.buildDate=$(BUILD_DATE)
+
 .PHONY: all build demo test test-race test-full fuzz crosscheck bench bench-quick bench-report deps clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/peerfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/peerfs
 	$(GO) build -o $(BENCHBIN) ./cmd/peerfs-bench
 
 # Two peers on loopback in a temporary directory: trust, share, list, pull, throughput, then a
