@@ -18,13 +18,19 @@ LDFLAGS    := -X github.com/peerfs/peerfs/internal/cli.version=$(VERSION) \
               -X github.com/peerfs/peerfs/internal/cli.commit=$(COMMIT) \
               -X github.com/peerfs/peerfs/internal/cli.buildDate=$(BUILD_DATE)
 
-.PHONY: all build demo test test-race test-full fuzz crosscheck bench bench-quick bench-report deps clean
+.PHONY: all build dist demo test test-race test-full fuzz crosscheck bench bench-quick bench-report deps clean
 
 all: build
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/peerfs
 	$(GO) build -o $(BENCHBIN) ./cmd/peerfs-bench
+
+# Release artefacts in dist/: an archive per platform (linux, darwin and freebsd .tar.gz,
+# windows .zip) with the binary, README, systemd unit, completions and man pages; a .deb for
+# linux/amd64 and linux/arm64 (built with nfpm, fetched by the script); SHA256SUMS.
+dist:
+	PEERFS_VERSION='$(VERSION)' PEERFS_COMMIT='$(COMMIT)' PEERFS_BUILD_DATE='$(BUILD_DATE)' scripts/dist.sh -o dist
 
 # Two peers on loopback in a temporary directory: trust, share, list, pull, throughput, then a
 # mount of the other's share: ls -l, a read, a write back.
@@ -92,4 +98,4 @@ bench-report: build
 	$(BENCHBIN) report --results $(BENCH_RESULTS) --markdown BENCHMARKS.md --plots docs/bench
 
 clean:
-	rm -rf bin $(BENCH_RESULTS) bench-link.json bench-mount.json
+	rm -rf bin dist $(BENCH_RESULTS) bench-link.json bench-mount.json
