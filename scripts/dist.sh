@@ -13,7 +13,10 @@
 # git rev-parse HEAD) and the clock, unless PEERFS_VERSION, PEERFS_COMMIT or PEERFS_BUILD_DATE
 # are set. File times in the archives and packages, and the man pages' date, are
 # SOURCE_DATE_EPOCH when set, else the commit's time, so that a rebuild of a commit gives the
-# same archives.
+# same archives (checked: two runs with SOURCE_DATE_EPOCH set give the same SHA256SUMS).
+#
+# Runs on Linux: it needs Go, git, GNU tar, gzip, coreutils (date -d, sha256sum) and zip or
+# python3 (for the Windows .zip); nfpm comes from the Go module proxy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
