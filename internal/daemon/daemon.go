@@ -36,6 +36,7 @@ func Run(ctx context.Context, opts Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	raiseOpenFiles(log)
 	p := opts.Paths
 
 	id, err := identity.Load(p.IdentityDir())

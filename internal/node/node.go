@@ -67,6 +67,9 @@ type Node struct {
 	tcfg  *transport.Config
 	keep  time.Duration
 
+	gate    handshakeGate // handshakes in progress (accept.go)
+	refused *refusalLog   // refused connections, logged at a bounded rate
+
 	runCtx context.Context // set by Run; dial loops live under it
 
 	mu     sync.Mutex
@@ -102,6 +105,7 @@ func New(opts Options) (*Node, error) {
 		peers:  map[identity.DeviceID]*peer{},
 		shares: map[string]*openShare{},
 	}
+	n.refused = newRefusalLog(opts.Logger)
 	n.mounts.cacheDir = opts.CacheDir
 	if n.mounts.cacheDir == "" {
 		n.mounts.cacheDir = filepath.Join(opts.Paths.Cache, "chunks")
@@ -155,6 +159,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.ln.Close()
 	}
 	wg.Wait()
+	n.refused.stop()
 	n.unmountAll()
 
 	n.mu.Lock()
@@ -179,26 +184,6 @@ func (n *Node) trusted(id identity.DeviceID) bool {
 	defer n.mu.Unlock()
 	_, ok := n.peers[id]
 	return ok
-}
-
-func (n *Node) acceptLoop(ctx context.Context) {
-	for {
-		raw, err := n.ln.Accept()
-		if err != nil {
-			if ctx.Err() == nil {
-				n.log.Error("accept failed; no more incoming links", "err", err)
-			}
-			return
-		}
-		go func() {
-			conn, err := transport.Server(ctx, raw, n.tcfg)
-			if err != nil {
-				n.log.Warn("refused incoming link", "from", raw.RemoteAddr(), "err", err)
-				return
-			}
-			n.attach(conn)
-		}()
-	}
 }
 
 // Reload rereads the config file and applies it: new peers are dialled, removed ones

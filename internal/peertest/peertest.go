@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ type Node struct {
 	mu     sync.Mutex // guards cancel and done: tests stop nodes from other goroutines
 	cancel context.CancelFunc
 	done   chan struct{}
+	log    *logLines
 }
 
 // Start creates a home under dir and starts a node listening on 127.0.0.1 (port 0 unless
@@ -56,7 +58,7 @@ func Start(t testing.TB, name, listen string) *Node {
 	if err := config.Create(paths, &config.File{Name: name}); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{Name: name, Home: home, Paths: paths, ID: id, t: t}
+	n := &Node{Name: name, Home: home, Paths: paths, ID: id, t: t, log: &logLines{}}
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
@@ -67,7 +69,7 @@ func Start(t testing.TB, name, listen string) *Node {
 
 func (n *Node) start(listen string) {
 	n.t.Helper()
-	log := slog.New(slog.NewTextHandler(testWriter{n.t, n.Name}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(testWriter{n.t, n.Name, n.log}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	nd, err := node.New(node.Options{Paths: n.Paths, Identity: n.ID, Listen: listen, Logger: log})
 	if err != nil {
 		n.t.Fatal(err)
@@ -144,13 +146,40 @@ func Pair(t testing.TB) (a, b *Node) {
 }
 
 type testWriter struct {
-	t    testing.TB
-	name string
+	t     testing.TB
+	name  string
+	lines *logLines
 }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Logf("[%s] %s", w.name, p[:len(p)-1])
+	w.lines.add(string(p[:len(p)-1]))
 	return len(p), nil
+}
+
+// logLines keeps a node's log lines for Logged.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+// Logged returns the node's log lines so far that contain substr.
+func (n *Node) Logged(substr string) []string {
+	n.log.mu.Lock()
+	defer n.log.mu.Unlock()
+	var out []string
+	for _, s := range n.log.lines {
+		if strings.Contains(s, substr) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // WriteRandomFile writes size pseudo-random bytes (seeded) to path.

@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/transport"
+)
+
+// Accept limits. A handshake in progress holds a socket, a goroutine and crypto/tls's buffers
+// until it ends or transport.DefaultHandshakeTimeout (10 s) passes; these caps bound what
+// strangers can make the daemon hold, whatever they send.
+const (
+	// maxHandshakes bounds handshakes in progress at once. A peer's handshake takes a few
+	// round trips (about 2 ms on loopback, ML-KEM and Ed25519 included), so even dozens of
+	// peers reconnecting together after a network change fit; 64 of them hold at most a few
+	// MB.
+	maxHandshakes = 64
+	// maxHandshakesPerSource bounds handshakes in progress from one source (an IPv4 address
+	// or an IPv6 /64, which one host can fill at will). A device opens one link to a peer at a
+	// time, two when both dial at once or while a link is replaced, and a foreground mount
+	// adds one more; 8 leaves room for a few devices behind one NAT reconnecting together,
+	// and keeps one source to an eighth of maxHandshakes.
+	maxHandshakesPerSource = 8
+	// acceptBackoffMin and acceptBackoffMax pace retries after a failed Accept (EMFILE,
+	// ENFILE, ECONNABORTED, ...), as net/http's Server.Serve does: the error usually clears
+	// when connections close, and returning would stop incoming links until a restart.
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+	// refusalLogEvery is the most often refused connections are logged: a stranger can open
+	// them as fast as it likes, and one line each would flood the log.
+	refusalLogEvery = 10 * time.Second
+)
+
+// acceptLoop accepts connections until the listener closes, handing each to its own
+// handshake goroutine within the handshake caps. A failed Accept is retried with backoff.
+func (n *Node) acceptLoop(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
+		raw, err := n.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			n.refused.note("accept failed", "", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		backoff = 0
+		src := sourceOf(raw.RemoteAddr())
+		if reason := n.gate.enter(src); reason != "" {
+			raw.Close()
+			n.refused.note(reason, raw.RemoteAddr().String(), nil)
+			continue
+		}
+		go func() {
+			defer n.gate.leave(src)
+			conn, err := transport.Server(ctx, raw, n.tcfg)
+			if err != nil {
+				if ctx.Err() == nil {
+					n.refused.note("handshake failed", raw.RemoteAddr().String(), err)
+				}
+				return
+			}
+			n.attach(conn)
+		}()
+	}
+}
+
+// sourceOf is the unit the per-source cap counts: the IPv4 address, or the IPv6 /64.
+func sourceOf(a net.Addr) netip.Prefix {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Prefix{}
+	}
+	ip := ap.Addr().Unmap()
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits)
+	return p
+}
+
+// handshakeGate counts handshakes in progress, in all and by source.
+type handshakeGate struct {
+	mu       sync.Mutex
+	total    int
+	bySource map[netip.Prefix]int
+}
+
+// enter admits a handshake from src, or returns why not.
+func (g *handshakeGate) enter(src netip.Prefix) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.total >= maxHandshakes:
+		return fmt.Sprintf("over %d handshakes in progress", maxHandshakes)
+	case g.bySource[src] >= maxHandshakesPerSource:
+		return fmt.Sprintf("over %d handshakes in progress from one address", maxHandshakesPerSource)
+	}
+	if g.bySource == nil {
+		g.bySource = map[netip.Prefix]int{}
+	}
+	g.total++
+	g.bySource[src]++
+	return ""
+}
+
+func (g *handshakeGate) leave(src netip.Prefix) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.total--
+	if g.bySource[src]--; g.bySource[src] <= 0 {
+		delete(g.bySource, src)
+	}
+}
+
+// refusalLog logs refused connections at a bounded rate: the first one after a quiet
+// period at once, with its details; those that follow within refusalLogEvery as one summary
+// line with a count per reason and the last example.
+type refusalLog struct {
+	log   *slog.Logger
+	every time.Duration
+
+	mu      sync.Mutex
+	last    time.Time      // when a line was last written
+	counts  map[string]int // refusals since then, by reason
+	example string         // the last of them
+	pending *time.Timer    // writes the summary; nil when none is due
+}
+
+func newRefusalLog(log *slog.Logger) *refusalLog {
+	return &refusalLog{log: log, every: refusalLogEvery, counts: map[string]int{}}
+}
+
+// note records one refused connection (or failed Accept); from is the remote address, err
+// the detail, either may be empty.
+func (r *refusalLog) note(reason, from string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if r.pending == nil && now.Sub(r.last) >= r.every {
+		r.last = now
+		args := []any{"reason", reason}
+		if from != "" {
+			args = append(args, "from", from)
+		}
+		if err != nil {
+			args = append(args, "err", err)
+		}
+		r.log.Warn("refused incoming connection", args...)
+		return
+	}
+	r.counts[reason]++
+	r.example = reason
+	if from != "" {
+		r.example += " from " + from
+	}
+	if err != nil {
+		r.example += ": " + err.Error()
+	}
+	if r.pending == nil {
+		r.pending = time.AfterFunc(r.last.Add(r.every).Sub(now), r.flush)
+	}
+}
+
+// flush writes the summary of the refusals since the last line.
+func (r *refusalLog) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = nil
+	if len(r.counts) == 0 {
+		return
+	}
+	total := 0
+	reasons := make([]string, 0, len(r.counts))
+	for reason, c := range r.counts {
+		total += c
+		reasons = append(reasons, fmt.Sprintf("%s: %d", reason, c))
+	}
+	sort.Strings(reasons)
+	r.log.Warn("refused incoming connections", "count", total, "since", r.last.Format(time.RFC3339),
+		"by_reason", strings.Join(reasons, "; "), "last", r.example)
+	r.last = time.Now()
+	clear(r.counts)
+}
+
+// stop writes a pending summary now (the node is stopping).
+func (r *refusalLog) stop() {
+	r.mu.Lock()
+	if r.pending != nil {
+		r.pending.Stop()
+	}
+	r.mu.Unlock()
+	r.flush()
+}

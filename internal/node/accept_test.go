@@ -1,0 +1,220 @@
+package node_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/peertest"
+)
+
+// TestMain lets this test binary double as the connection flood of the accept tests: with
+// PEERFS_TEST_FLOOD set it floods instead of running tests (see runFlood).
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("PEERFS_TEST_FLOOD"); spec != "" {
+		if err := runFlood(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "flood:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runFlood is the flooding process. spec is "MODE,FROM,TO,COUNT". It waits for a line on
+// stdin, then: in mode idle it opens COUNT connections from the address FROM to TO, sends
+// nothing, writes "ready" and holds them until stdin closes; in mode junk it opens COUNT
+// connections one after another, each sending bytes that are not TLS, then writes "ready".
+func runFlood(spec string) error {
+	f := strings.Split(spec, ",")
+	if len(f) != 4 {
+		return fmt.Errorf("bad spec %q", spec)
+	}
+	count, err := strconv.Atoi(f[3])
+	if err != nil {
+		return err
+	}
+	in := bufio.NewReader(os.Stdin)
+	if _, err := in.ReadString('\n'); err != nil {
+		return err
+	}
+	d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(f[1])}}
+	var held []net.Conn
+	for range count {
+		c, err := d.Dial("tcp", f[2])
+		if err != nil {
+			continue // a full backlog drops SYNs; the flood needs no particular count
+		}
+		if f[0] == "junk" {
+			c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+			io.Copy(io.Discard, c)
+			c.Close()
+			continue
+		}
+		held = append(held, c)
+	}
+	fmt.Println("ready", len(held))
+	io.Copy(io.Discard, in) // until the test closes stdin
+	for _, c := range held {
+		c.Close()
+	}
+	return nil
+}
+
+// flood is a running flooding process.
+type flood struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startFlood(t *testing.T, mode, from, to string, count int) *flood {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PEERFS_TEST_FLOOD=%s,%s,%s,%d", mode, from, to, count))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f := &flood{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	t.Cleanup(f.stop)
+	return f
+}
+
+// run starts the flood and waits until its connections are open (or sent).
+func (f *flood) run(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(f.stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := f.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("flood: %v", err)
+	}
+	t.Logf("flood: %s", strings.TrimSpace(line))
+}
+
+// stop closes the flood's connections and waits for it to exit. Safe to repeat.
+func (f *flood) stop() {
+	if f.stdin != nil {
+		f.stdin.Close()
+		f.stdin = nil
+		f.cmd.Wait()
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(ents)
+}
+
+// TestAcceptSurvivesFDExhaustion: a flood of idle connections while the open-file limit is
+// nearly reached makes Accept fail with EMFILE; once the flood is gone, a trusted peer must
+// still be able to connect.
+func TestAcceptSurvivesFDExhaustion(t *testing.T) {
+	a := peertest.Start(t, "alpha", "")
+	b := peertest.Start(t, "beta", "")
+	a.Trust(b, false)
+
+	fl := startFlood(t, "idle", "127.0.0.1", a.Addr, 300)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = uint64(openFDs(t) + 4) // fewer than one source's handshake cap
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skipf("cannot lower the open-file limit: %v", err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer restore()
+	fl.run(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.Logged("accept failed")) == 0 {
+		if time.Now().After(deadline) {
+			restore()
+			t.Fatal("the flood never made Accept fail")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := a.Logged("accept failed"); !strings.Contains(l[0], "too many open files") {
+		t.Errorf("Accept failed otherwise than with EMFILE: %s", l[0])
+	}
+	fl.stop()
+	restore()
+
+	b.Trust(a, true)
+	waitConnected(t, b, "alpha")
+	waitConnected(t, a, "beta")
+}
+
+// TestHandshakeFloodFromOneSource: hundreds of idle connections from one address hold at
+// most that source's share of handshakes, and a trusted peer from another address connects
+// meanwhile.
+func TestHandshakeFloodFromOneSource(t *testing.T) {
+	a := peertest.Start(t, "alpha", "")
+	b := peertest.Start(t, "beta", "")
+	a.Trust(b, false)
+
+	fl := startFlood(t, "idle", "127.0.0.2", a.Addr, 500)
+	base := openFDs(t)
+	fl.run(t)
+	b.Trust(a, true)
+	waitConnected(t, b, "alpha")
+	peak := 0
+	for range 20 {
+		peak = max(peak, openFDs(t)-base)
+		time.Sleep(50 * time.Millisecond)
+	}
+	// 8 handshakes from the flood's address, plus beta's link (its socket on both sides)
+	// and what the runtime opened meanwhile.
+	if peak > 8+16 {
+		t.Fatalf("the flood holds %d more open files in the daemon; want at most one source's 8 handshakes (+16)", peak)
+	}
+}
+
+// TestRefusedHandshakesLoggedAtBoundedRate: a stranger sending hundreds of non-TLS
+// connections must not write a log line for each.
+func TestRefusedHandshakesLoggedAtBoundedRate(t *testing.T) {
+	a, b := peertest.Pair(t)
+	waitConnected(t, b, "alpha")
+	fl := startFlood(t, "junk", "127.0.0.3", a.Addr, 200)
+	fl.run(t)
+	time.Sleep(200 * time.Millisecond) // the last handshakes end
+	if got := a.Logged("refused incoming"); len(got) > 2 {
+		t.Fatalf("%d log lines for 200 refused connections, want a first line and at most one summary; first: %s", len(got), got[0])
+	}
+	a.Stop() // writes the pending summary
+	got := a.Logged("refused incoming connections")
+	if len(got) != 1 || !strings.Contains(got[0], "count=") {
+		t.Fatalf("summary lines at stop: %q", got)
+	}
+}
