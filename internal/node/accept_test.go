@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/peertest"
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/transport"
 )
 
 // TestMain lets this test binary double as the connection flood of the accept tests: with
@@ -216,5 +222,61 @@ func TestRefusedHandshakesLoggedAtBoundedRate(t *testing.T) {
 	got := a.Logged("refused incoming connections")
 	if len(got) != 1 || !strings.Contains(got[0], "count=") {
 		t.Fatalf("summary lines at stop: %q", got)
+	}
+}
+
+// TestLinksPerPeerCapped: a trusted peer opening dozens of links gets at most a handful;
+// the others are closed with one log line, not one each, and its usual link keeps working.
+func TestLinksPerPeerCapped(t *testing.T) {
+	a, b := peertest.Pair(t)
+	waitConnected(t, b, "alpha")
+	cfg := &transport.Config{Identity: b.ID, Trusted: func(id identity.DeviceID) bool { return id == a.ID.ID }}
+	ctx := context.Background()
+	var opened []*rpc.Session
+	defer func() {
+		for _, s := range opened {
+			s.Close(errors.New("test over"))
+		}
+	}()
+	for range 40 {
+		conn, err := transport.Dial(ctx, a.Addr, cfg, a.ID.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := rpc.New(conn, rpc.Options{Name: "beta"})
+		if err != nil {
+			continue // refused
+		}
+		opened = append(opened, s)
+	}
+	// beta's daemon link is one of the 8.
+	if len(opened) > 7 {
+		t.Fatalf("beta opened %d more links to alpha, want at most 7 beside its own", len(opened))
+	}
+	if got := a.Logged("refused incoming"); len(got) > 2 {
+		t.Fatalf("%d log lines for %d refused links", len(got), 40-len(opened))
+	}
+	if _, err := b.N.List(ctx, api.ListParams{Peer: "alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	// Closed links give their place back.
+	for _, s := range opened {
+		s.Close(errors.New("done"))
+	}
+	opened = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conn, err := transport.Dial(ctx, a.Addr, cfg, a.ID.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := rpc.New(conn, rpc.Options{Name: "beta"}); err == nil {
+			opened = append(opened, s)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no link accepted after the others closed")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -39,7 +39,16 @@ const (
 	backoffMax = 30 * time.Second
 	// connectWait is how long a command waits for a peer that is not connected yet.
 	connectWait = 10 * time.Second
+	// maxLinksPerPeer bounds the links one peer may hold open at once, counted from the
+	// start of their negotiation, since each costs buffers and up to rpc.MaxInFlight served
+	// requests. A device needs one link, briefly two while it is replaced or after a
+	// simultaneous dial; each foreground mount on the peer is a process with a link of its
+	// own (and its replacement). 8 leaves room for a few of those.
+	maxLinksPerPeer = 8
 )
+
+// errTooManyLinks refuses a link beyond maxLinksPerPeer.
+var errTooManyLinks = fmt.Errorf("over %d links from one peer", maxLinksPerPeer)
 
 // Options configure a Node.
 type Options struct {
@@ -301,6 +310,12 @@ func (n *Node) attach(conn *transport.Conn) error {
 		return errors.New("peer no longer trusted")
 	}
 	id := conn.Peer
+	if !p.reserveLink() {
+		conn.Close()
+		n.refused.note(fmt.Sprintf("over %d links from one peer", maxLinksPerPeer), conn.RemoteAddr().String(),
+			fmt.Errorf("peer %s", p.name()))
+		return errTooManyLinks
+	}
 	srv := &share.Server{
 		Lookup: func(name string) (*share.Share, bool) { return n.shareFor(id, name) },
 		List:   func() []wire.ShareInfo { return n.sharesFor(id) },
@@ -308,6 +323,7 @@ func (n *Node) attach(conn *transport.Conn) error {
 	}
 	sess, err := rpc.New(conn, rpc.Options{Handler: srv, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
 	if err != nil {
+		p.releaseLink()
 		n.log.Warn("link negotiation failed", "peer", p.name(), "err", err)
 		p.setError(err)
 		return err
@@ -320,6 +336,7 @@ func (n *Node) attach(conn *transport.Conn) error {
 			"tls", conn.Info.Version, "cipher", conn.Info.CipherSuite, "kex", conn.Info.Group, "protocol", sess.Version())
 	case conn.Outbound:
 		sess.Close(errors.New("duplicate link"))
+		p.releaseLink()
 		return nil
 	default:
 		n.log.Info("peer opened another link; serving its requests on it too", "peer", p.name(), "addr", conn.RemoteAddr())
@@ -327,6 +344,7 @@ func (n *Node) attach(conn *transport.Conn) error {
 	go func() {
 		<-sess.Done()
 		p.clearSession(sess)
+		p.releaseLink()
 		n.log.Info("peer disconnected", "peer", p.name(), "reason", sess.Err())
 	}()
 	return nil

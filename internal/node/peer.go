@@ -32,6 +32,7 @@ type peer struct {
 	dialStop  context.CancelFunc
 	dialDone  chan struct{}
 	transfers map[string]*api.TransferStatus
+	links     int // links negotiating or live, at most maxLinksPerPeer (attach)
 }
 
 // link is one established connection to the peer.
@@ -55,6 +56,24 @@ func (p *peer) addr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cfg.Addr
+}
+
+// reserveLink counts one more link, unless the peer already holds maxLinksPerPeer.
+func (p *peer) reserveLink() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.links >= maxLinksPerPeer {
+		return false
+	}
+	p.links++
+	return true
+}
+
+// releaseLink uncounts a link that failed to negotiate or ended.
+func (p *peer) releaseLink() {
+	p.mu.Lock()
+	p.links--
+	p.mu.Unlock()
 }
 
 // setConfig updates the peer's config and reports whether its address changed.
@@ -222,7 +241,9 @@ func (p *peer) stopDial() {
 func (p *peer) stop() {
 	p.stopDial()
 	p.mu.Lock()
-	sess, extra := p.sess, p.extra
+	// A copy: clearSession deletes from p.extra in place (slices.DeleteFunc zeroes the
+	// tail), which would leave nil links under this loop.
+	sess, extra := p.sess, slices.Clone(p.extra)
 	p.mu.Unlock()
 	reason := errors.New("peer removed or daemon stopping")
 	if sess != nil {
