@@ -110,6 +110,7 @@ type PeerStatus struct {
 	Protocol  int               `json:"protocol,omitempty"`     // negotiated wire version
 	BytesIn   uint64            `json:"bytes_in"`
 	BytesOut  uint64            `json:"bytes_out"`
+	Rekeys    int               `json:"rekeys"`               // links this device replaced by a fresh handshake to renew keys
 	LastError string            `json:"last_error,omitempty"` // why the last connection attempt failed
 	Transfers []TransferStatus  `json:"transfers"`
 }

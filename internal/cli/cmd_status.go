@@ -90,6 +90,7 @@ func formatStatus(st *api.StatusResult, now time.Time) string {
 			if p.Protocol > 0 {
 				row("protocol", "%d", p.Protocol)
 			}
+			row("rekeys", "%d", p.Rekeys)
 		}
 		row("traffic", "in %s, out %s", humanBytes(int64(p.BytesIn)), humanBytes(int64(p.BytesOut)))
 		for _, t := range p.Transfers {

@@ -155,7 +155,7 @@ func TestFormatStatus(t *testing.T) {
 		Peers: []api.PeerStatus{
 			{Name: "desktop", Addr: "192.0.2.1:7462", Connected: true, Since: now.Add(-90 * time.Second),
 				RTTMicros: 420, TLS: "TLS 1.3", Cipher: "TLS_AES_128_GCM_SHA256", KeyExch: "X25519MLKEM768", Protocol: 1,
-				BytesIn: 1 << 30, BytesOut: 3 << 20,
+				BytesIn: 1 << 30, BytesOut: 3 << 20, Rekeys: 2,
 				Transfers: []api.TransferStatus{{Kind: "pull", Remote: "desktop:projects/x", Local: "/home/u/x",
 					Started: now.Add(-5 * time.Second), Bytes: 12 << 20, Total: 1 << 30, Files: 10, FilesDone: 3}}},
 			{Name: "server", LastError: "dial tcp 192.0.2.2:7462: connection refused"},
@@ -169,6 +169,7 @@ func TestFormatStatus(t *testing.T) {
 		"rtt        0.42 ms",
 		"tls        TLS 1.3, TLS_AES_128_GCM_SHA256, X25519MLKEM768",
 		"protocol   1",
+		"rekeys     2",
 		"traffic    in 1.00 GiB, out 3.00 MiB",
 		"transfer   pull desktop:projects/x -> /home/u/x: 12.00 MiB of 1.00 GiB, 3 of 10 files, started 5s ago",
 		"peer server",

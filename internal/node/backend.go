@@ -44,7 +44,8 @@ func (n *Node) Status(ctx context.Context) (*api.StatusResult, error) {
 			ps.RTTMicros = p.sess.RTT().Microseconds()
 			ps.TLS, ps.Cipher, ps.KeyExch = p.conn.Info.Version, p.conn.Info.CipherSuite, p.conn.Info.Group
 			ps.Protocol = p.sess.Version()
-			ps.BytesIn, ps.BytesOut = p.sess.BytesIn(), p.sess.BytesOut()
+			ps.BytesIn, ps.BytesOut = p.pastIn+p.sess.BytesIn(), p.pastOut+p.sess.BytesOut()
+			ps.Rekeys = p.rekeys
 		} else if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()
 		}
@@ -77,9 +78,22 @@ func (n *Node) link(ctx context.Context, name string) (*peer, *rpc.Session, erro
 	return p, sess, err
 }
 
+// use is link for a caller that runs calls on the link: release must be called when they
+// are over, and until then a link being replaced stays open for them (rekey.go). A transfer
+// keeps the link it started on.
+func (n *Node) use(ctx context.Context, name string) (p *peer, sess *rpc.Session, release func(), err error) {
+	p, err = n.peerByName(name)
+	if err != nil {
+		return nil, nil, func() {}, err
+	}
+	sess, release, err = p.acquire(ctx, connectWait)
+	return p, sess, release, err
+}
+
 // List lists a peer's shares, a directory of a share, or one file.
 func (n *Node) List(ctx context.Context, a api.ListParams) (*api.ListResult, error) {
-	_, sess, err := n.link(ctx, a.Peer)
+	_, sess, release, err := n.use(ctx, a.Peer)
+	defer release()
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +152,8 @@ func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event))
 	if err := wire.CheckPath(a.Path); err != nil {
 		return nil, api.Errorf(api.CodePathRefused, "%v", err)
 	}
-	p, sess, err := n.link(ctx, a.Peer)
+	p, sess, release, err := n.use(ctx, a.Peer)
+	defer release()
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +176,8 @@ func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event))
 	if err := wire.CheckPath(a.Dir); err != nil {
 		return nil, api.Errorf(api.CodePathRefused, "%v", err)
 	}
-	p, sess, err := n.link(ctx, a.Peer)
+	p, sess, release, err := n.use(ctx, a.Peer)
+	defer release()
 	if err != nil {
 		return nil, err
 	}

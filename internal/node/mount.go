@@ -112,12 +112,14 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, api.Errorf(api.CodeInternal, "/dev/fuse is missing: load the fuse module (modprobe fuse) or install fuse3")
 	}
-	p, sess, err := n.link(ctx, a.Peer)
+	p, sess, done, err := n.use(ctx, a.Peer)
 	if err != nil {
 		return nil, err
 	}
 	// The share must exist for us before anything is mounted.
-	if _, err := (remote.Peer{S: sess}).Stat(ctx, a.Share, ""); err != nil {
+	_, err = (remote.Peer{S: sess}).Stat(ctx, a.Share, "")
+	done()
+	if err != nil {
 		return nil, apiError(err, "mount "+a.Peer+":"+a.Share)
 	}
 	st, err := n.store()

@@ -64,6 +64,11 @@ type Options struct {
 	Standalone bool
 	// CacheDir is the chunk cache's directory; empty means Paths.Cache/chunks.
 	CacheDir string
+	// RekeyBytes, RekeyAfter and RekeyLimitBytes override DefaultRekeyBytes,
+	// DefaultRekeyAfter and DefaultRekeyLimitBytes (tests); 0 keeps the default.
+	RekeyBytes      uint64
+	RekeyAfter      time.Duration
+	RekeyLimitBytes uint64
 }
 
 // Node is a running device.
@@ -76,6 +81,7 @@ type Node struct {
 	tcfg  *transport.Config
 	keep  time.Duration
 
+	rekey   rekeyOptions  // when links are replaced (rekey.go)
 	gate    handshakeGate // handshakes in progress (accept.go)
 	refused *refusalLog   // refused connections, logged at a bounded rate
 
@@ -115,6 +121,16 @@ func New(opts Options) (*Node, error) {
 		shares: map[string]*openShare{},
 	}
 	n.refused = newRefusalLog(opts.Logger)
+	n.rekey = rekeyOptions{bytes: DefaultRekeyBytes, after: DefaultRekeyAfter, limit: DefaultRekeyLimitBytes}
+	if opts.RekeyBytes > 0 {
+		n.rekey.bytes = opts.RekeyBytes
+	}
+	if opts.RekeyAfter > 0 {
+		n.rekey.after = opts.RekeyAfter
+	}
+	if opts.RekeyLimitBytes > 0 {
+		n.rekey.limit = opts.RekeyLimitBytes
+	}
 	n.mounts.cacheDir = opts.CacheDir
 	if n.mounts.cacheDir == "" {
 		n.mounts.cacheDir = filepath.Join(opts.Paths.Cache, "chunks")
@@ -301,7 +317,11 @@ func contains(list []string, s string) bool {
 
 // attach turns a verified connection into the peer's session, resolving a simultaneous dial.
 // It fails when the protocol cannot be negotiated (or the peer refuses us after TLS).
-func (n *Node) attach(conn *transport.Conn) error {
+func (n *Node) attach(conn *transport.Conn) error { return n.attachLink(conn, nil) }
+
+// attachLink is attach; a link dialled to replace another (rekey.go) names it in replacing,
+// and takes its place whatever the preference between simultaneous dials says.
+func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 	n.mu.Lock()
 	p := n.peers[conn.Peer]
 	n.mu.Unlock()
@@ -321,7 +341,8 @@ func (n *Node) attach(conn *transport.Conn) error {
 		List:   func() []wire.ShareInfo { return n.sharesFor(id) },
 		Logger: n.log,
 	}
-	sess, err := rpc.New(conn, rpc.Options{Handler: srv, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
+	use := &linkUse{}
+	sess, err := rpc.New(conn, rpc.Options{Handler: usageHandler{srv, use}, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
 	if err != nil {
 		p.releaseLink()
 		n.log.Warn("link negotiation failed", "peer", p.name(), "err", err)
@@ -330,24 +351,48 @@ func (n *Node) attach(conn *transport.Conn) error {
 	}
 	// The link opened by the smaller device ID wins when both sides dialled.
 	preferred := conn.Outbound == (bytes.Compare(n.id.ID[:], id[:]) < 0)
+	p.addUse(sess, use)
 	switch {
+	case replacing != nil && p.replaceSession(sess, conn, replacing):
+	case replacing != nil:
+		sess.Close(errors.New("the link it was to replace ended"))
+		p.dropUse(sess)
+		p.releaseLink()
+		return errors.New("the link to replace ended meanwhile")
 	case p.setSession(sess, conn, preferred):
 		n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "outbound", conn.Outbound,
 			"tls", conn.Info.Version, "cipher", conn.Info.CipherSuite, "kex", conn.Info.Group, "protocol", sess.Version())
 	case conn.Outbound:
 		sess.Close(errors.New("duplicate link"))
+		p.dropUse(sess)
 		p.releaseLink()
 		return nil
 	default:
 		n.log.Info("peer opened another link; serving its requests on it too", "peer", p.name(), "addr", conn.RemoteAddr())
 	}
+	if ctx := n.runContext(); ctx != nil {
+		go p.watchKeys(ctx, sess, conn, use)
+	}
 	go func() {
 		<-sess.Done()
 		p.clearSession(sess)
+		p.dropUse(sess)
 		p.releaseLink()
+		if p.keepTraffic(sess) {
+			// A replaced link that drained (rekey.go), or one of several.
+			n.log.Debug("link closed; another stays up", "peer", p.name(), "reason", sess.Err())
+			return
+		}
 		n.log.Info("peer disconnected", "peer", p.name(), "reason", sess.Err())
 	}()
 	return nil
+}
+
+// runContext is Run's context, nil before Run.
+func (n *Node) runContext() context.Context {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.runCtx
 }
 
 func (n *Node) name() string {

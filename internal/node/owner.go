@@ -27,13 +27,14 @@ var errLinkDown = errors.New("peer unreachable")
 // rp waits for the link (an interrupted wait returns EINTR) and returns the context for the
 // call itself, which a signal does not cancel: a local filesystem does not fail lstat or
 // rmdir with EINTR, and programs (stress-ng, make) do not expect it. A dead link still ends
-// the call, through keepalive.
-func (o *mountOwner) rp(ctx context.Context) (remote.Peer, context.Context, error) {
-	sess, err := o.p.session(ctx, o.wait)
+// the call, through keepalive. done must be called when the call is over: until then a link
+// being replaced stays open for it (rekey.go).
+func (o *mountOwner) rp(ctx context.Context) (rp remote.Peer, callCtx context.Context, done func(), err error) {
+	sess, done, err := o.p.acquire(ctx, o.wait)
 	if err != nil {
-		return remote.Peer{}, nil, fmt.Errorf("%w: %w", errLinkDown, err) // an interrupted wait stays EINTR
+		return remote.Peer{}, nil, done, fmt.Errorf("%w: %w", errLinkDown, err) // an interrupted wait stays EINTR
 	}
-	return remote.Peer{S: sess}, context.WithoutCancel(ctx), nil
+	return remote.Peer{S: sess}, context.WithoutCancel(ctx), done, nil
 }
 
 // The fusefs.Owner methods: each waits for the link, then makes one call on the share.
@@ -41,7 +42,8 @@ func (o *mountOwner) rp(ctx context.Context) (remote.Peer, context.Context, erro
 var _ fusefs.Owner = (*mountOwner)(nil)
 
 func (o *mountOwner) Stat(ctx context.Context, path string) (wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -49,7 +51,8 @@ func (o *mountOwner) Stat(ctx context.Context, path string) (wire.Entry, error) 
 }
 
 func (o *mountOwner) ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +60,8 @@ func (o *mountOwner) ReadDir(ctx context.Context, path string, inlineMax uint32)
 }
 
 func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byte) (int, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return 0, err
 	}
@@ -65,7 +69,8 @@ func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byt
 }
 
 func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.ChangeResp{}, err
 	}
@@ -73,7 +78,8 @@ func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []b
 }
 
 func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -81,7 +87,8 @@ func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32
 }
 
 func (o *mountOwner) CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -92,7 +99,8 @@ func (o *mountOwner) CreateWith(ctx context.Context, req wire.CreateReq) (wire.E
 // Mkdir and Symlink are exclusive, as mkdir(2) and symlink(2) are: the mount's replica may not
 // know yet of a name another device just made there.
 func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -100,7 +108,8 @@ func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) (wire.
 }
 
 func (o *mountOwner) Symlink(ctx context.Context, path, target string) (wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -108,7 +117,8 @@ func (o *mountOwner) Symlink(ctx context.Context, path, target string) (wire.Ent
 }
 
 func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -116,7 +126,8 @@ func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, err
 }
 
 func (o *mountOwner) Unlink(ctx context.Context, path string) error {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return err
 	}
@@ -124,7 +135,8 @@ func (o *mountOwner) Unlink(ctx context.Context, path string) error {
 }
 
 func (o *mountOwner) Rmdir(ctx context.Context, path string) error {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return err
 	}
@@ -132,7 +144,8 @@ func (o *mountOwner) Rmdir(ctx context.Context, path string) error {
 }
 
 func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) error {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return err
 	}
@@ -140,7 +153,8 @@ func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) 
 }
 
 func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.ChangeResp, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.ChangeResp{}, err
 	}
@@ -149,7 +163,8 @@ func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Cha
 }
 
 func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -157,7 +172,8 @@ func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, of
 }
 
 func (o *mountOwner) Fsync(ctx context.Context, path string, dataOnly bool) error {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return err
 	}
@@ -165,7 +181,8 @@ func (o *mountOwner) Fsync(ctx context.Context, path string, dataOnly bool) erro
 }
 
 func (o *mountOwner) Statfs(ctx context.Context) (wire.Statfs, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return wire.Statfs{}, err
 	}
@@ -173,7 +190,8 @@ func (o *mountOwner) Statfs(ctx context.Context) (wire.Statfs, error) {
 }
 
 func (o *mountOwner) GetXattr(ctx context.Context, path, name string) ([]byte, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +199,8 @@ func (o *mountOwner) GetXattr(ctx context.Context, path, name string) ([]byte, e
 }
 
 func (o *mountOwner) ListXattr(ctx context.Context, path string) ([]string, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +208,8 @@ func (o *mountOwner) ListXattr(ctx context.Context, path string) ([]string, erro
 }
 
 func (o *mountOwner) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return err
 	}
@@ -197,7 +217,8 @@ func (o *mountOwner) SetXattr(ctx context.Context, path, name string, value []by
 }
 
 func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
+	defer done()
 	if err != nil {
 		return err
 	}
@@ -205,19 +226,24 @@ func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
 }
 
 func (o *mountOwner) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, fusefs.ChunkStream, error) {
-	rp, ctx, err := o.rp(ctx)
+	rp, ctx, done, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, nil, err
 	}
 	e, in, err := rp.Stream(ctx, o.share, path, uint64(off), uint64(length), fusefs.StreamWindow)
 	if err != nil {
+		done()
 		return wire.Entry{}, nil, err
 	}
-	return e, &chunkStream{in: in}, nil
+	return e, &chunkStream{in: in, done: done}, nil
 }
 
-// chunkStream adapts an rpc.InStream to fusefs.ChunkStream.
-type chunkStream struct{ in *rpc.InStream }
+// chunkStream adapts an rpc.InStream to fusefs.ChunkStream. done releases the link when the
+// stream closes.
+type chunkStream struct {
+	in   *rpc.InStream
+	done func()
+}
 
 func (s *chunkStream) Next(ctx context.Context) (fusefs.Chunk, error) {
 	buf, off, data, err := s.in.Next(ctx)
@@ -233,4 +259,7 @@ func (s *chunkStream) Release(c fusefs.Chunk) {
 	}
 }
 
-func (s *chunkStream) Close() { s.in.Close() }
+func (s *chunkStream) Close() {
+	s.in.Close()
+	s.done()
+}

@@ -33,6 +33,10 @@ type peer struct {
 	dialDone  chan struct{}
 	transfers map[string]*api.TransferStatus
 	links     int // links negotiating or live, at most maxLinksPerPeer (attach)
+	uses      map[*rpc.Session]*linkUse
+	rekeys    int // links we replaced to renew their keys (rekey.go)
+	// pastIn and pastOut are the traffic of links that ended while another stayed up.
+	pastIn, pastOut uint64
 }
 
 // link is one established connection to the peer.
@@ -43,7 +47,7 @@ type link struct {
 
 func newPeer(n *Node, cfg config.Peer) *peer {
 	return &peer{n: n, cfg: cfg, changed: make(chan struct{}), attempted: make(chan struct{}), kick: make(chan struct{}, 1),
-		transfers: map[string]*api.TransferStatus{}}
+		transfers: map[string]*api.TransferStatus{}, uses: map[*rpc.Session]*linkUse{}}
 }
 
 func (p *peer) name() string {
@@ -136,6 +140,68 @@ func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred boo
 		old.Close(errors.New("replaced by a newer link"))
 	}
 	return true
+}
+
+// replaceSession makes sess, a link we dialled to replace old, the one our calls use, and
+// keeps old serving (in extra) until it drains. It fails if old is no longer that link.
+func (p *peer) replaceSession(sess *rpc.Session, conn *transport.Conn, old *rpc.Session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sess != old || old.Err() != nil {
+		return false
+	}
+	p.extra = append(p.extra, link{old, p.conn})
+	p.sess, p.conn, p.lastErr = sess, conn, nil
+	p.lastAddr = conn.RemoteAddr().String()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	return true
+}
+
+// keepTraffic is called when sess has ended: if another link is up, sess's traffic is kept
+// in the peer's totals (status shows the traffic since the peer connected, across rekeys)
+// and it reports true; otherwise the totals start again.
+func (p *peer) keepTraffic(sess *rpc.Session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sess == nil || p.sess.Err() != nil {
+		p.pastIn, p.pastOut = 0, 0
+		return false
+	}
+	p.pastIn += sess.BytesIn()
+	p.pastOut += sess.BytesOut()
+	return true
+}
+
+func (p *peer) addUse(sess *rpc.Session, use *linkUse) {
+	p.mu.Lock()
+	p.uses[sess] = use
+	p.mu.Unlock()
+}
+
+func (p *peer) dropUse(sess *rpc.Session) {
+	p.mu.Lock()
+	delete(p.uses, sess)
+	p.mu.Unlock()
+}
+
+// acquire is session for a caller that runs calls or a transfer on the link: the link is
+// not closed for a rekey (rekey.go) until release is called. release may be called more
+// than once.
+func (p *peer) acquire(ctx context.Context, wait time.Duration) (*rpc.Session, func(), error) {
+	sess, err := p.session(ctx, wait)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	p.mu.Lock()
+	use := p.uses[sess]
+	p.mu.Unlock()
+	if use == nil {
+		return sess, func() {}, nil
+	}
+	use.active.Add(1)
+	var once sync.Once
+	return sess, func() { once.Do(func() { use.active.Add(-1) }) }, nil
 }
 
 // clearSession forgets an ended link. If it was the one our calls used, the newest live

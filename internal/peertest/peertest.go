@@ -37,11 +37,19 @@ type Node struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    *logLines
+	opts   func(*node.Options)
 }
 
 // Start creates a home under dir and starts a node listening on 127.0.0.1 (port 0 unless
 // listen is given).
 func Start(t testing.TB, name, listen string) *Node {
+	t.Helper()
+	return StartWith(t, name, listen, nil)
+}
+
+// StartWith is Start with node options changed by opts (tuning for tests); opts applies on
+// Restart too.
+func StartWith(t testing.TB, name, listen string, opts func(*node.Options)) *Node {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), name)
 	paths, err := config.ResolvePaths(home)
@@ -58,7 +66,7 @@ func Start(t testing.TB, name, listen string) *Node {
 	if err := config.Create(paths, &config.File{Name: name}); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{Name: name, Home: home, Paths: paths, ID: id, t: t, log: &logLines{}}
+	n := &Node{Name: name, Home: home, Paths: paths, ID: id, t: t, log: &logLines{}, opts: opts}
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
@@ -70,7 +78,11 @@ func Start(t testing.TB, name, listen string) *Node {
 func (n *Node) start(listen string) {
 	n.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{n.t, n.Name, n.log}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	nd, err := node.New(node.Options{Paths: n.Paths, Identity: n.ID, Listen: listen, Logger: log})
+	o := node.Options{Paths: n.Paths, Identity: n.ID, Listen: listen, Logger: log}
+	if n.opts != nil {
+		n.opts(&o)
+	}
+	nd, err := node.New(o)
 	if err != nil {
 		n.t.Fatal(err)
 	}
