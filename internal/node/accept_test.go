@@ -3,6 +3,8 @@ package node_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -230,7 +233,7 @@ func TestRefusedHandshakesLoggedAtBoundedRate(t *testing.T) {
 func TestLinksPerPeerCapped(t *testing.T) {
 	a, b := peertest.Pair(t)
 	waitConnected(t, b, "alpha")
-	cfg := &transport.Config{Identity: b.ID, Trusted: func(id identity.DeviceID) bool { return id == a.ID.ID }}
+	cfg := &transport.Config{Identity: b.ID, Trusted: func() []identity.DeviceID { return []identity.DeviceID{a.ID.ID} }}
 	ctx := context.Background()
 	var opened []*rpc.Session
 	defer func() {
@@ -279,4 +282,33 @@ func TestLinksPerPeerCapped(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestStrangerLearnsNothing: a TLS client that is not a trusted peer dialling this device
+// gets no certificate (so neither the device ID nor the certificate's creation time) from a
+// running node, whose trusted peer still connects.
+func TestStrangerLearnsNothing(t *testing.T) {
+	a, b := peertest.Pair(t)
+	stranger, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var certs atomic.Int32
+	conn, err := tls.Dial("tcp", a.Addr, &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{stranger.Cert},
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			certs.Add(int32(len(raw)))
+			return nil
+		},
+	})
+	if err == nil {
+		conn.Close()
+		t.Fatal("a stranger completed a TLS handshake")
+	}
+	if n := certs.Load(); n > 0 {
+		t.Fatalf("a stranger received %d certificates", n)
+	}
+	waitConnected(t, b, "alpha")
 }

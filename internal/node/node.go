@@ -204,11 +204,15 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) trusted(id identity.DeviceID) bool {
+// trusted lists the trusted peers' device IDs.
+func (n *Node) trusted() []identity.DeviceID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.peers[id]
-	return ok
+	ids := make([]identity.DeviceID, 0, len(n.peers))
+	for id := range n.peers {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // Reload rereads the config file and applies it: new peers are dialled, removed ones

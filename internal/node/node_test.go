@@ -421,7 +421,7 @@ func TestMalformedFrameClosesOnlyThatLink(t *testing.T) {
 	waitConnected(t, b, "alpha")
 	c := peertest.Start(t, "gamma", "")
 	a.Trust(c, false)
-	conn, err := transport.Dial(context.Background(), a.Addr, &transport.Config{Identity: c.ID, Trusted: func(id identity.DeviceID) bool { return id == a.ID.ID }}, a.ID.ID)
+	conn, err := transport.Dial(context.Background(), a.Addr, &transport.Config{Identity: c.ID, Trusted: func() []identity.DeviceID { return []identity.DeviceID{a.ID.ID} }}, a.ID.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,9 +43,14 @@ var (
 type Config struct {
 	// Identity is this device's identity; it must be set.
 	Identity *identity.Identity
-	// Trusted reports whether a device may connect. A nil Trusted trusts
-	// nobody.
-	Trusted func(identity.DeviceID) bool
+	// Trusted lists the devices that may connect; it is asked at every
+	// handshake. A nil Trusted trusts nobody.
+	Trusted func() []identity.DeviceID
+	// Unproven, if set, is asked about a ClientHello without the hello tag
+	// of a trusted device (hellotag.go) and may let its handshake go on; the
+	// certificate checks still apply. It is the place for a future path
+	// of devices not trusted yet (pairing); nil refuses them all.
+	Unproven func(*tls.ClientHelloInfo) bool
 	// HandshakeTimeout bounds connection setup: the TCP connect plus the
 	// TLS handshake in Dial, the TLS handshake in Server. Zero means
 	// DefaultHandshakeTimeout.
@@ -60,7 +65,7 @@ func (c *Config) timeout() time.Duration {
 }
 
 func (c *Config) trusted(id identity.DeviceID) bool {
-	return c.Trusted != nil && c.Trusted(id)
+	return c.Trusted != nil && slices.Contains(c.Trusted(), id)
 }
 
 // Info describes the negotiated security parameters of a link.
@@ -110,8 +115,10 @@ func baseTLS(c *Config) *tls.Config {
 	}
 }
 
-// ServerTLS returns the TLS configuration for the accepting side. It asks
-// for a client certificate and accepts it if its device ID is trusted. It
+// ServerTLS returns the TLS configuration for the accepting side. It aborts
+// a handshake whose ClientHello lacks a trusted device's hello tag before
+// sending anything (hellotag.go), asks for a client certificate and accepts
+// it if its device ID is trusted. It
 // can be used with tls.Server directly; Server adds the timeout and a
 // post-handshake check.
 func ServerTLS(c *Config) *tls.Config {
@@ -121,6 +128,10 @@ func ServerTLS(c *Config) *tls.Config {
 	// handshake so the peer proves its key each time.
 	cfg.SessionTicketsDisabled = true
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		// Before anything of ours, the certificate above all, leaves.
+		if err := c.admitHello(hello); err != nil {
+			return nil, err
+		}
 		// Without this the handshake would fail anyway, but only with a
 		// bare "no ECDHE curve" error that does not say what to do.
 		if !slices.Contains(hello.SupportedCurves, KeyExchange) {
@@ -147,6 +158,7 @@ func ServerTLS(c *Config) *tls.Config {
 func ClientTLS(c *Config, expect identity.DeviceID) *tls.Config {
 	cfg := baseTLS(c)
 	cfg.InsecureSkipVerify = true // replaced by the device ID pinning below
+	cfg.ServerName = helloTag(c.Identity.ID, expect, helloEpoch(time.Now()))
 	cfg.VerifyPeerCertificate = func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
 		id, err := peerID(rawCerts)
 		if err != nil {
@@ -291,6 +303,7 @@ const (
 	alertCertificateUnknown     tls.AlertError = 46
 	alertProtocolVersion        tls.AlertError = 70
 	alertInsufficientSecurity   tls.AlertError = 71
+	alertInternalError          tls.AlertError = 80
 	alertCertificateRequired    tls.AlertError = 116
 )
 
@@ -306,7 +319,7 @@ func remoteAlert(err error) (tls.AlertError, bool) {
 	for _, a := range []tls.AlertError{
 		alertHandshakeFailure, alertBadCertificate, alertUnsupportedCertificate,
 		alertCertificateUnknown, alertProtocolVersion, alertInsufficientSecurity,
-		alertCertificateRequired,
+		alertCertificateRequired, alertInternalError,
 	} {
 		if a.Error() == text {
 			return a, true
@@ -325,6 +338,12 @@ func explainRemote(err error, self identity.DeviceID) error {
 	switch a {
 	case alertBadCertificate, alertUnsupportedCertificate, alertCertificateUnknown, alertCertificateRequired:
 		return fmt.Errorf("%w (%w): ask its owner to run \"peerfs peer add %s --name NAME\"", ErrRefusedByPeer, err, self)
+	case alertInternalError:
+		// crypto/tls answers this way when the accepting side's check of the
+		// ClientHello (the hello tag) refuses it.
+		return fmt.Errorf("%w at our first message (%w): it does not trust our device ID, or the device at that address is another one, "+
+			"or the two clocks are more than an hour apart; ask its owner to run \"peerfs peer add %s --name NAME\", and check the address and both clocks",
+			ErrRefusedByPeer, err, self)
 	case alertHandshakeFailure, alertProtocolVersion, alertInsufficientSecurity:
 		// Between peers that both speak TLS 1.3 with default cipher
 		// suites, the key exchange group is what is left to disagree on.

@@ -26,14 +26,13 @@ func newIdentity(t *testing.T) *identity.Identity {
 	return id
 }
 
-func trust(ids ...*identity.Identity) func(identity.DeviceID) bool {
-	return func(d identity.DeviceID) bool {
+func trust(ids ...*identity.Identity) func() []identity.DeviceID {
+	return func() []identity.DeviceID {
+		var out []identity.DeviceID
 		for _, id := range ids {
-			if id.ID == d {
-				return true
-			}
+			out = append(out, id.ID)
 		}
-		return false
+		return out
 	}
 }
 
@@ -94,46 +93,46 @@ func checkInfo(t *testing.T, side string, info Info) {
 func TestLink(t *testing.T) {
 	tests := []struct {
 		name          string
-		serverTrusts  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool
-		clientTrusts  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool
+		serverTrusts  func(srv, cli, other *identity.Identity) func() []identity.DeviceID
+		clientTrusts  func(srv, cli, other *identity.Identity) func() []identity.DeviceID
 		expect        func(srv, cli, other *identity.Identity) identity.DeviceID
 		wantClientErr error // from Dial, or from the first Read if Dial succeeds
 		wantServerErr error
 	}{
 		{
 			name:         "trusted pair",
-			serverTrusts: func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(cli) },
-			clientTrusts: func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(srv) },
+			serverTrusts: func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(cli) },
+			clientTrusts: func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(srv) },
 			expect:       func(srv, cli, other *identity.Identity) identity.DeviceID { return srv.ID },
 		},
 		{
 			name:          "client unknown to server",
-			serverTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(other) },
-			clientTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(srv) },
+			serverTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(other) },
+			clientTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(srv) },
 			expect:        func(srv, cli, other *identity.Identity) identity.DeviceID { return srv.ID },
 			wantClientErr: ErrRefusedByPeer,
 			wantServerErr: ErrUntrusted,
 		},
 		{
 			name:          "server trusts nobody",
-			serverTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return nil },
-			clientTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(srv) },
+			serverTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return nil },
+			clientTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(srv) },
 			expect:        func(srv, cli, other *identity.Identity) identity.DeviceID { return srv.ID },
 			wantClientErr: ErrRefusedByPeer,
 			wantServerErr: ErrUntrusted,
 		},
 		{
 			name:          "different device at the address",
-			serverTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(cli) },
-			clientTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(srv, other) },
+			serverTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(cli) },
+			clientTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(srv, other) },
 			expect:        func(srv, cli, other *identity.Identity) identity.DeviceID { return other.ID },
-			wantClientErr: ErrWrongPeer,
-			wantServerErr: ErrRefusedByPeer,
+			wantClientErr: ErrRefusedByPeer, // at the hello tag, which names other
+			wantServerErr: ErrUntrusted,
 		},
 		{
 			name:          "expected server no longer trusted",
-			serverTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(cli) },
-			clientTrusts:  func(srv, cli, other *identity.Identity) func(identity.DeviceID) bool { return trust(other) },
+			serverTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(cli) },
+			clientTrusts:  func(srv, cli, other *identity.Identity) func() []identity.DeviceID { return trust(other) },
 			expect:        func(srv, cli, other *identity.Identity) identity.DeviceID { return srv.ID },
 			wantClientErr: ErrUntrusted,
 			wantServerErr: ErrRefusedByPeer,
@@ -201,26 +200,31 @@ func TestLink(t *testing.T) {
 func TestErrorMessages(t *testing.T) {
 	srv, cli, other := newIdentity(t), newIdentity(t), newIdentity(t)
 
-	t.Run("untrusted names the ID and the fix", func(t *testing.T) {
+	// The accepting side refuses at the ClientHello, before either certificate: it cannot
+	// name the dialler, so the dialler's message names itself and the fix.
+	t.Run("untrusted dialler is told its ID and the fix", func(t *testing.T) {
 		addr, res := serve(t, &Config{Identity: srv, Trusted: trust(other)})
-		if conn, err := Dial(context.Background(), addr, &Config{Identity: cli, Trusted: trust(srv)}, srv.ID); err == nil {
-			conn.Close()
+		_, err := Dial(context.Background(), addr, &Config{Identity: cli, Trusted: trust(srv)}, srv.ID)
+		if err == nil {
+			t.Fatal("Dial succeeded")
 		}
-		err := wait(t, res).err
-		want := `device ID ` + cli.ID.String() + ` is not trusted: add it with "peerfs peer add ` + cli.ID.String() + ` --name NAME"`
-		if err == nil || !strings.HasSuffix(err.Error(), want) {
-			t.Errorf("server err = %v, want suffix %s", err, want)
+		want := `"peerfs peer add ` + cli.ID.String() + ` --name NAME"`
+		if !errors.Is(err, ErrRefusedByPeer) || !strings.Contains(err.Error(), want) {
+			t.Errorf("client err = %v, want ErrRefusedByPeer mentioning %s", err, want)
+		}
+		if err := wait(t, res).err; !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "hello tag") {
+			t.Errorf("server err = %v, want ErrUntrusted about the hello tag", err)
 		}
 	})
 
-	t.Run("wrong peer names both IDs", func(t *testing.T) {
+	t.Run("wrong peer says what to check", func(t *testing.T) {
 		addr, res := serve(t, &Config{Identity: srv, Trusted: trust(cli)})
 		_, err := Dial(context.Background(), addr, &Config{Identity: cli, Trusted: trust(other)}, other.ID)
 		wait(t, res)
 		if err == nil {
 			t.Fatal("Dial succeeded")
 		}
-		for _, s := range []string{srv.ID.String(), other.ID.String(), "different device", addr} {
+		for _, s := range []string{"another one", "check the address", addr} {
 			if !strings.Contains(err.Error(), s) {
 				t.Errorf("client err %q does not mention %q", err, s)
 			}
@@ -236,6 +240,7 @@ func TestDefaultClientGetsPQ(t *testing.T) {
 	conn, err := tls.Dial("tcp", addr, &tls.Config{
 		Certificates:       []tls.Certificate{cli.Cert},
 		InsecureSkipVerify: true,
+		ServerName:         helloTag(cli.ID, srv.ID, helloEpoch(time.Now())),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +264,7 @@ func TestClassicalClientRefused(t *testing.T) {
 		CurvePreferences:   []tls.CurveID{tls.X25519},
 		Certificates:       []tls.Certificate{cli.Cert},
 		InsecureSkipVerify: true,
+		ServerName:         helloTag(cli.ID, srv.ID, helloEpoch(time.Now())),
 	})
 	if clientErr == nil {
 		conn.Close()
