@@ -45,6 +45,10 @@ func (n *Node) Status(ctx context.Context) (*api.StatusResult, error) {
 			ps.TLS, ps.Cipher, ps.KeyExch = p.conn.Info.Version, p.conn.Info.CipherSuite, p.conn.Info.Group
 			ps.Protocol = p.sess.Version()
 			ps.BytesIn, ps.BytesOut = p.pastIn+p.sess.BytesIn(), p.pastOut+p.sess.BytesOut()
+			for _, l := range p.extra { // links draining after a rekey, or the peer's others
+				ps.BytesIn += l.sess.BytesIn()
+				ps.BytesOut += l.sess.BytesOut()
+			}
 			ps.Rekeys = p.rekeys
 		} else if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()

@@ -42,9 +42,12 @@ const (
 	// whatever runs on it: two thirds of the AEAD limit.
 	DefaultRekeyLimitBytes = 256 << 30
 	// drainGrace is how long an old link must see no new request from the peer before it
-	// closes: the peer switches to the new link when its HELLO completes, a round trip after
-	// ours, and a request it sent just before must still find the old link open.
-	drainGrace = time.Second
+	// closes. The peer switches to the new link when its HELLO completes, a round trip after
+	// ours, and a request it sent just before must still find the old link open; and a
+	// transfer the peer runs keeps the link it started on (node.use), which we cannot see
+	// between two of its requests. Five seconds covers a pause of the peer's disk between
+	// files; a longer one at that moment fails the transfer, which resumes when run again.
+	drainGrace = 5 * time.Second
 	// keyCheck is how often a link's traffic and age are compared with the limits: at
 	// 2 GiB/s a link moves 500 MB in that time, far inside the margins above.
 	keyCheck = 250 * time.Millisecond
