@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/peerfs/peerfs/internal/transport"
@@ -62,15 +64,23 @@ func (n *Node) acceptLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 0
-		src := sourceOf(raw.RemoteAddr())
-		if reason := n.gate.enter(src); reason != "" {
+		hctx, cancel := context.WithCancel(ctx)
+		h := &handshake{src: sourceOf(raw.RemoteAddr()), from: raw.RemoteAddr().String(), cancel: cancel, start: time.Now()}
+		evicted, reason := n.gate.enter(h)
+		if reason != "" {
+			cancel()
 			raw.Close()
-			n.refused.note(reason, raw.RemoteAddr().String(), nil)
+			n.refused.note(reason, h.from, nil)
 			continue
 		}
+		if evicted != nil {
+			evicted.cancel()
+			n.refused.note(fmt.Sprintf("idle handshake closed for a new one (all %d in progress)", maxHandshakes), evicted.from, nil)
+		}
 		go func() {
-			defer n.gate.leave(src)
-			conn, err := transport.Server(ctx, raw, n.tcfg)
+			defer cancel()
+			defer n.gate.leave(h)
+			conn, err := transport.Server(context.WithValue(hctx, handshakeKey{}, h), raw, n.tcfg)
 			if err != nil {
 				if ctx.Err() == nil {
 					n.refused.note("handshake failed", raw.RemoteAddr().String(), err)
@@ -97,37 +107,82 @@ func sourceOf(a net.Addr) netip.Prefix {
 	return p
 }
 
+// handshake is one handshake in progress.
+type handshake struct {
+	src      netip.Prefix
+	from     string // remote address, for the log
+	start    time.Time
+	cancel   context.CancelFunc // aborts the handshake
+	admitted atomic.Bool        // its ClientHello carried a trusted peer's hello tag
+	gone     bool               // counted out (left or evicted); guarded by handshakeGate.mu
+}
+
+// handshakeKey carries the *handshake in the handshake's context, for admitted.
+type handshakeKey struct{}
+
+// admitted marks the handshake of hello as a peer's (transport.Config.Admitted).
+func admitted(hello *tls.ClientHelloInfo) {
+	if h, ok := hello.Context().Value(handshakeKey{}).(*handshake); ok {
+		h.admitted.Store(true)
+	}
+}
+
 // handshakeGate counts handshakes in progress, in all and by source.
+//
+// When all maxHandshakes slots are taken, a new connection takes the slot of the oldest
+// handshake whose ClientHello has not been admitted: strangers' idle connections from many
+// addresses would otherwise hold every slot until their 10 s timeout, over and over, and keep
+// trusted peers out. A peer's ClientHello follows its TCP handshake at once and is admitted
+// then, after which its handshake cannot be evicted.
 type handshakeGate struct {
 	mu       sync.Mutex
-	total    int
+	inFlight map[*handshake]struct{}
 	bySource map[netip.Prefix]int
 }
 
-// enter admits a handshake from src, or returns why not.
-func (g *handshakeGate) enter(src netip.Prefix) string {
+// enter admits h, or returns why not. It may return a handshake evicted to make room, which
+// the caller aborts.
+func (g *handshakeGate) enter(h *handshake) (evicted *handshake, refused string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	switch {
-	case g.total >= maxHandshakes:
-		return fmt.Sprintf("over %d handshakes in progress", maxHandshakes)
-	case g.bySource[src] >= maxHandshakesPerSource:
-		return fmt.Sprintf("over %d handshakes in progress from one address", maxHandshakesPerSource)
-	}
-	if g.bySource == nil {
+	if g.inFlight == nil {
+		g.inFlight = map[*handshake]struct{}{}
 		g.bySource = map[netip.Prefix]int{}
 	}
-	g.total++
-	g.bySource[src]++
-	return ""
+	if g.bySource[h.src] >= maxHandshakesPerSource {
+		return nil, fmt.Sprintf("over %d handshakes in progress from one address", maxHandshakesPerSource)
+	}
+	if len(g.inFlight) >= maxHandshakes {
+		for o := range g.inFlight {
+			if !o.admitted.Load() && (evicted == nil || o.start.Before(evicted.start)) {
+				evicted = o
+			}
+		}
+		if evicted == nil {
+			return nil, fmt.Sprintf("over %d handshakes in progress", maxHandshakes)
+		}
+		g.removeLocked(evicted)
+	}
+	g.inFlight[h] = struct{}{}
+	g.bySource[h.src]++
+	return evicted, ""
 }
 
-func (g *handshakeGate) leave(src netip.Prefix) {
+// leave counts h out when its handshake is over; it does nothing for an evicted one.
+func (g *handshakeGate) leave(h *handshake) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.total--
-	if g.bySource[src]--; g.bySource[src] <= 0 {
-		delete(g.bySource, src)
+	g.removeLocked(h)
+}
+
+func (g *handshakeGate) removeLocked(h *handshake) {
+	if h.gone {
+		return
+	}
+	h.gone = true
+	delete(g.inFlight, h)
+	if g.bySource[h.src]--; g.bySource[h.src] <= 0 {
+		delete(g.bySource, h.src)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -42,6 +43,8 @@ func TestMain(m *testing.M) {
 // stdin, then: in mode idle it opens COUNT connections from the address FROM to TO, sends
 // nothing, writes "ready" and holds them until stdin closes; in mode junk it opens COUNT
 // connections one after another, each sending bytes that are not TLS, then writes "ready".
+// FROM may be "ADDR+N": the connections then come from ADDR and the N-1 addresses after it
+// in turn.
 func runFlood(spec string) error {
 	f := strings.Split(spec, ",")
 	if len(f) != 4 {
@@ -55,9 +58,24 @@ func runFlood(spec string) error {
 	if _, err := in.ReadString('\n'); err != nil {
 		return err
 	}
-	d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(f[1])}}
+	from, sources := f[1], 1
+	if base, n, ok := strings.Cut(from, "+"); ok {
+		from = base
+		if sources, err = strconv.Atoi(n); err != nil {
+			return err
+		}
+	}
+	first, err := netip.ParseAddr(from)
+	if err != nil {
+		return err
+	}
 	var held []net.Conn
-	for range count {
+	for i := range count {
+		src := first
+		for range i % sources {
+			src = src.Next()
+		}
+		d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
 		c, err := d.Dial("tcp", f[2])
 		if err != nil {
 			continue // a full backlog drops SYNs; the flood needs no particular count
@@ -207,6 +225,26 @@ func TestHandshakeFloodFromOneSource(t *testing.T) {
 	// and what the runtime opened meanwhile.
 	if peak > 8+16 {
 		t.Fatalf("the flood holds %d more open files in the daemon; want at most one source's 8 handshakes (+16)", peak)
+	}
+}
+
+// TestIdleFloodFromManySourcesGivesWay: idle connections from many addresses, enough to
+// fill every handshake slot, give way to a trusted peer's handshake instead of holding it
+// off until they time out.
+func TestIdleFloodFromManySourcesGivesWay(t *testing.T) {
+	a := peertest.Start(t, "alpha", "")
+	b := peertest.Start(t, "beta", "")
+	a.Trust(b, false)
+
+	fl := startFlood(t, "idle", "127.0.1.1+25", a.Addr, 200) // 8 from each of 25 addresses
+	fl.run(t)
+	start := time.Now()
+	b.Trust(a, true)
+	waitConnected(t, b, "alpha")
+	// The idle handshakes time out after 10 s (transport.DefaultHandshakeTimeout); beta
+	// must not wait for that.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("beta connected after %v: the idle flood held every handshake slot", d.Round(time.Millisecond))
 	}
 }
 

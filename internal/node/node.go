@@ -135,7 +135,7 @@ func New(opts Options) (*Node, error) {
 	if n.mounts.cacheDir == "" {
 		n.mounts.cacheDir = filepath.Join(opts.Paths.Cache, "chunks")
 	}
-	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted}
+	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted}
 	if !opts.Standalone {
 		n.ln, err = transport.Listen(opts.Listen)
 		if err != nil {

@@ -51,6 +51,11 @@ type Config struct {
 	// certificate checks still apply. It is the place for a future path
 	// of devices not trusted yet (pairing); nil refuses them all.
 	Unproven func(*tls.ClientHelloInfo) bool
+	// Admitted, if set, is told of each ClientHello the accepting side lets
+	// go on (hello.Context() is the context given to Server), so that a
+	// caller capping handshakes in progress can tell a peer's from a
+	// stranger's idle connection.
+	Admitted func(*tls.ClientHelloInfo)
 	// HandshakeTimeout bounds connection setup: the TCP connect plus the
 	// TLS handshake in Dial, the TLS handshake in Server. Zero means
 	// DefaultHandshakeTimeout.
@@ -131,6 +136,9 @@ func ServerTLS(c *Config) *tls.Config {
 		// Before anything of ours, the certificate above all, leaves.
 		if err := c.admitHello(hello); err != nil {
 			return nil, err
+		}
+		if c.Admitted != nil {
+			c.Admitted(hello)
 		}
 		// Without this the handshake would fail anyway, but only with a
 		// bare "no ECDHE curve" error that does not say what to do.
