@@ -17,13 +17,24 @@ import (
 
 // TestRekeyKeepsPullAndMountWorking: with a link replaced every 2 MiB, a pull of a large file
 // and reads through a mount keep working across several replacements, and status counts
-// them.
+// them; on the side that dialled the link (which replaces it) and on the other.
 func TestRekeyKeepsPullAndMountWorking(t *testing.T) {
+	t.Run("dialler", func(t *testing.T) { testRekeyKeepsPullAndMountWorking(t, true) })
+	t.Run("accepting side", func(t *testing.T) { testRekeyKeepsPullAndMountWorking(t, false) })
+}
+
+func testRekeyKeepsPullAndMountWorking(t *testing.T, dialler bool) {
 	needFUSE(t)
-	a := peertest.Start(t, "alpha", "")
+	a := peertest.StartWith(t, "alpha", "", func(o *node.Options) { o.RekeyBytes = 2 << 20 })
 	b := peertest.StartWith(t, "beta", "", func(o *node.Options) { o.RekeyBytes = 2 << 20 })
-	a.Trust(b, false)
-	b.Trust(a, true) // beta dials, so beta renews the link
+	// b pulls and mounts from a; it dials the link (and renews it) or a does.
+	if dialler {
+		a.Trust(b, false)
+		b.Trust(a, true)
+	} else {
+		b.Trust(a, false)
+		a.Trust(b, true)
+	}
 	src := t.TempDir()
 	size := int64(256 << 20)
 	if testing.Short() {
@@ -70,14 +81,21 @@ func TestRekeyKeepsPullAndMountWorking(t *testing.T) {
 		t.Fatal("pulled file differs from the original")
 	}
 	st := waitConnected(t, b, "alpha")
+	if !dialler {
+		st = waitConnected(t, a, "beta") // the side that counts
+	}
 	if st.Rekeys < 3 {
 		t.Fatalf("status shows %d rekeys after %d MiB through links renewed every 2 MiB, want at least 3", st.Rekeys, (size+files*768<<10)>>20)
 	}
 	t.Logf("%d rekeys", st.Rekeys)
-	if st.BytesIn < uint64(size) {
-		t.Errorf("status shows %d bytes in, less than the %d pulled: traffic of replaced links is lost", st.BytesIn, size)
+	moved := st.BytesIn // beta's, which pulled
+	if !dialler {
+		moved = st.BytesOut // alpha's, which served
 	}
-	if lines := b.Logged("level=ERROR"); len(lines) > 0 {
+	if moved < uint64(size) {
+		t.Errorf("status shows %d bytes moved, less than the %d pulled: traffic of replaced links is lost", moved, size)
+	}
+	if lines := append(a.Logged("level=ERROR"), b.Logged("level=ERROR")...); len(lines) > 0 {
 		t.Fatalf("errors logged: %q", lines)
 	}
 }
