@@ -336,8 +336,7 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 	id := conn.Peer
 	if !p.reserveLink() {
 		conn.Close()
-		n.refused.note(fmt.Sprintf("over %d links from one peer", maxLinksPerPeer), conn.RemoteAddr().String(),
-			fmt.Errorf("peer %s", p.name()))
+		n.refused.note(errTooManyLinks.Error(), conn.RemoteAddr().String(), fmt.Errorf("peer %s", p.name()))
 		return errTooManyLinks
 	}
 	srv := &share.Server{
