@@ -82,22 +82,22 @@ func (n *Node) link(ctx context.Context, name string) (*peer, *rpc.Session, erro
 	return p, sess, err
 }
 
-// use is link for a caller that runs calls on the link: release must be called when they
-// are over, and until then a link being replaced stays open for them (rekey.go). A transfer
+// use is link for a caller that runs calls on the link: u.done must be called when they are
+// over, and until then a link being replaced stays open for them (rekey.go). A transfer
 // keeps the link it started on.
-func (n *Node) use(ctx context.Context, name string) (p *peer, sess *rpc.Session, release func(), err error) {
+func (n *Node) use(ctx context.Context, name string) (p *peer, sess *rpc.Session, u *linkUse, err error) {
 	p, err = n.peerByName(name)
 	if err != nil {
-		return nil, nil, func() {}, err
+		return nil, nil, nil, err
 	}
-	sess, release, err = p.acquire(ctx, connectWait)
-	return p, sess, release, err
+	sess, u, err = p.acquire(ctx, connectWait)
+	return p, sess, u, err
 }
 
 // List lists a peer's shares, a directory of a share, or one file.
 func (n *Node) List(ctx context.Context, a api.ListParams) (*api.ListResult, error) {
-	_, sess, release, err := n.use(ctx, a.Peer)
-	defer release()
+	_, sess, u, err := n.use(ctx, a.Peer)
+	defer u.done()
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +156,8 @@ func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event))
 	if err := wire.CheckPath(a.Path); err != nil {
 		return nil, api.Errorf(api.CodePathRefused, "%v", err)
 	}
-	p, sess, release, err := n.use(ctx, a.Peer)
-	defer release()
+	p, sess, u, err := n.use(ctx, a.Peer)
+	defer u.done()
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +180,8 @@ func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event))
 	if err := wire.CheckPath(a.Dir); err != nil {
 		return nil, api.Errorf(api.CodePathRefused, "%v", err)
 	}
-	p, sess, release, err := n.use(ctx, a.Peer)
-	defer release()
+	p, sess, u, err := n.use(ctx, a.Peer)
+	defer u.done()
 	if err != nil {
 		return nil, err
 	}

@@ -112,13 +112,13 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, api.Errorf(api.CodeInternal, "/dev/fuse is missing: load the fuse module (modprobe fuse) or install fuse3")
 	}
-	p, sess, done, err := n.use(ctx, a.Peer)
+	p, sess, u, err := n.use(ctx, a.Peer)
 	if err != nil {
 		return nil, err
 	}
 	// The share must exist for us before anything is mounted.
 	_, err = (remote.Peer{S: sess}).Stat(ctx, a.Share, "")
-	done()
+	u.done()
 	if err != nil {
 		return nil, apiError(err, "mount "+a.Peer+":"+a.Share)
 	}

@@ -27,14 +27,14 @@ var errLinkDown = errors.New("peer unreachable")
 // rp waits for the link (an interrupted wait returns EINTR) and returns the context for the
 // call itself, which a signal does not cancel: a local filesystem does not fail lstat or
 // rmdir with EINTR, and programs (stress-ng, make) do not expect it. A dead link still ends
-// the call, through keepalive. done must be called when the call is over: until then a link
-// being replaced stays open for it (rekey.go).
-func (o *mountOwner) rp(ctx context.Context) (rp remote.Peer, callCtx context.Context, done func(), err error) {
-	sess, done, err := o.p.acquire(ctx, o.wait)
+// the call, through keepalive. use.done must be called when the call is over: until then a
+// link being replaced stays open for it (rekey.go).
+func (o *mountOwner) rp(ctx context.Context) (rp remote.Peer, callCtx context.Context, use *linkUse, err error) {
+	sess, use, err := o.p.acquire(ctx, o.wait)
 	if err != nil {
-		return remote.Peer{}, nil, done, fmt.Errorf("%w: %w", errLinkDown, err) // an interrupted wait stays EINTR
+		return remote.Peer{}, nil, nil, fmt.Errorf("%w: %w", errLinkDown, err) // an interrupted wait stays EINTR
 	}
-	return remote.Peer{S: sess}, context.WithoutCancel(ctx), done, nil
+	return remote.Peer{S: sess}, context.WithoutCancel(ctx), use, nil
 }
 
 // The fusefs.Owner methods: each waits for the link, then makes one call on the share.
@@ -42,8 +42,8 @@ func (o *mountOwner) rp(ctx context.Context) (rp remote.Peer, callCtx context.Co
 var _ fusefs.Owner = (*mountOwner)(nil)
 
 func (o *mountOwner) Stat(ctx context.Context, path string) (wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -51,8 +51,8 @@ func (o *mountOwner) Stat(ctx context.Context, path string) (wire.Entry, error) 
 }
 
 func (o *mountOwner) ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +60,8 @@ func (o *mountOwner) ReadDir(ctx context.Context, path string, inlineMax uint32)
 }
 
 func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byte) (int, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return 0, err
 	}
@@ -69,8 +69,8 @@ func (o *mountOwner) Read(ctx context.Context, path string, off int64, dst []byt
 }
 
 func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.ChangeResp{}, err
 	}
@@ -78,8 +78,8 @@ func (o *mountOwner) Write(ctx context.Context, path string, off int64, data []b
 }
 
 func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -87,8 +87,8 @@ func (o *mountOwner) Create(ctx context.Context, path string, mode, flags uint32
 }
 
 func (o *mountOwner) CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -99,8 +99,8 @@ func (o *mountOwner) CreateWith(ctx context.Context, req wire.CreateReq) (wire.E
 // Mkdir and Symlink are exclusive, as mkdir(2) and symlink(2) are: the mount's replica may not
 // know yet of a name another device just made there.
 func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) (wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -108,8 +108,8 @@ func (o *mountOwner) Mkdir(ctx context.Context, path string, mode uint32) (wire.
 }
 
 func (o *mountOwner) Symlink(ctx context.Context, path, target string) (wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -117,8 +117,8 @@ func (o *mountOwner) Symlink(ctx context.Context, path, target string) (wire.Ent
 }
 
 func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -126,8 +126,8 @@ func (o *mountOwner) Link(ctx context.Context, from, to string) (wire.Entry, err
 }
 
 func (o *mountOwner) Unlink(ctx context.Context, path string) error {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return err
 	}
@@ -135,8 +135,8 @@ func (o *mountOwner) Unlink(ctx context.Context, path string) error {
 }
 
 func (o *mountOwner) Rmdir(ctx context.Context, path string) error {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return err
 	}
@@ -144,8 +144,8 @@ func (o *mountOwner) Rmdir(ctx context.Context, path string) error {
 }
 
 func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) error {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return err
 	}
@@ -153,8 +153,8 @@ func (o *mountOwner) Rename(ctx context.Context, from, to string, flags uint32) 
 }
 
 func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.ChangeResp, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.ChangeResp{}, err
 	}
@@ -163,8 +163,8 @@ func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Cha
 }
 
 func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -172,8 +172,8 @@ func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, of
 }
 
 func (o *mountOwner) Fsync(ctx context.Context, path string, dataOnly bool) error {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return err
 	}
@@ -181,8 +181,8 @@ func (o *mountOwner) Fsync(ctx context.Context, path string, dataOnly bool) erro
 }
 
 func (o *mountOwner) Statfs(ctx context.Context) (wire.Statfs, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return wire.Statfs{}, err
 	}
@@ -190,8 +190,8 @@ func (o *mountOwner) Statfs(ctx context.Context) (wire.Statfs, error) {
 }
 
 func (o *mountOwner) GetXattr(ctx context.Context, path, name string) ([]byte, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +199,8 @@ func (o *mountOwner) GetXattr(ctx context.Context, path, name string) ([]byte, e
 }
 
 func (o *mountOwner) ListXattr(ctx context.Context, path string) ([]string, error) {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +208,8 @@ func (o *mountOwner) ListXattr(ctx context.Context, path string) ([]string, erro
 }
 
 func (o *mountOwner) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return err
 	}
@@ -217,8 +217,8 @@ func (o *mountOwner) SetXattr(ctx context.Context, path, name string, value []by
 }
 
 func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
-	rp, ctx, done, err := o.rp(ctx)
-	defer done()
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
 	if err != nil {
 		return err
 	}
@@ -226,23 +226,24 @@ func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
 }
 
 func (o *mountOwner) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, fusefs.ChunkStream, error) {
-	rp, ctx, done, err := o.rp(ctx)
+	rp, ctx, use, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, nil, err
 	}
 	e, in, err := rp.Stream(ctx, o.share, path, uint64(off), uint64(length), fusefs.StreamWindow)
 	if err != nil {
-		done()
+		use.done()
 		return wire.Entry{}, nil, err
 	}
-	return e, &chunkStream{in: in, done: done}, nil
+	return e, &chunkStream{in: in, use: use}, nil
 }
 
-// chunkStream adapts an rpc.InStream to fusefs.ChunkStream. done releases the link when the
-// stream closes.
+// chunkStream adapts an rpc.InStream to fusefs.ChunkStream. It holds its link (use) until it
+// closes.
 type chunkStream struct {
-	in   *rpc.InStream
-	done func()
+	in     *rpc.InStream
+	use    *linkUse
+	closed bool
 }
 
 func (s *chunkStream) Next(ctx context.Context) (fusefs.Chunk, error) {
@@ -261,5 +262,8 @@ func (s *chunkStream) Release(c fusefs.Chunk) {
 
 func (s *chunkStream) Close() {
 	s.in.Close()
-	s.done()
+	if !s.closed {
+		s.closed = true
+		s.use.done()
+	}
 }

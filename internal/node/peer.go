@@ -186,22 +186,20 @@ func (p *peer) dropUse(sess *rpc.Session) {
 }
 
 // acquire is session for a caller that runs calls or a transfer on the link: the link is
-// not closed for a rekey (rekey.go) until release is called. release may be called more
-// than once.
-func (p *peer) acquire(ctx context.Context, wait time.Duration) (*rpc.Session, func(), error) {
+// not closed for a rekey (rekey.go) until use.done is called, once. use may be nil (a link
+// that ended meanwhile); done accepts that.
+func (p *peer) acquire(ctx context.Context, wait time.Duration) (*rpc.Session, *linkUse, error) {
 	sess, err := p.session(ctx, wait)
 	if err != nil {
-		return nil, func() {}, err
+		return nil, nil, err
 	}
 	p.mu.Lock()
 	use := p.uses[sess]
 	p.mu.Unlock()
-	if use == nil {
-		return sess, func() {}, nil
+	if use != nil {
+		use.active.Add(1)
 	}
-	use.active.Add(1)
-	var once sync.Once
-	return sess, func() { once.Do(func() { use.active.Add(-1) }) }, nil
+	return sess, use, nil
 }
 
 // clearSession forgets an ended link. If it was the one our calls used, the newest live

@@ -66,6 +66,13 @@ type linkUse struct {
 	lastServed atomic.Int64 // when the peer last opened one, Unix ns
 }
 
+// done ends one use that peer.acquire counted; u may be nil.
+func (u *linkUse) done() {
+	if u != nil {
+		u.active.Add(-1)
+	}
+}
+
 // usageHandler counts the requests a link serves for linkUse. It keeps the share server's
 // Inline answers, so that counting does not cost the read-loop fast path.
 type usageHandler struct {
