@@ -62,7 +62,11 @@ func Send(ctx context.Context, out *rpc.OutStream, f *os.File, from, to uint64, 
 		defer rd.Close()
 		for pos := from; pos < to; {
 			n := min(uint64(wire.MaxChunk), to-pos)
-			buf := rpc.GetBuffer(wire.DataHeaderLen + int(n))
+			buf, err := out.GetChunk(int(n)) // within the link's read-ahead budget
+			if err != nil {
+				readErr <- err
+				return
+			}
 			data := buf.Payload()[wire.DataHeaderLen:]
 			if _, err := rd.ReadAt(data, int64(pos)); err != nil {
 				buf.Release()

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -15,13 +16,17 @@ type Buffer struct {
 	class int8
 	// raw is the bulk buffer (directio.GetBulk) B is cut from, in the largest class.
 	raw []byte
+	// budget is the pushed stream whose read-ahead this chunk counts in (OutStream.GetChunk).
+	budget *chunkBudget
 }
 
 // Payload returns the bytes after the header room.
 func (b *Buffer) Payload() []byte { return b.B[wire.HeaderLen:] }
 
-// Size classes, by total frame length: control frames, metadata batches, full DATA chunks.
-var classSizes = [...]int{4 << 10, 64 << 10, wire.HeaderLen + wire.MaxFrameLen}
+// Size classes, by total frame length: control frames, small metadata, READDIR and EVENTS
+// batches (cut at 256 KiB plus one entry), full DATA chunks. A frame occupies the whole buffer
+// of its class, which is what the queue limits count (Cap).
+var classSizes = [...]int{4 << 10, 64 << 10, 512 << 10, wire.HeaderLen + wire.MaxFrameLen}
 
 const bulkClass = len(classSizes) - 1
 
@@ -43,6 +48,23 @@ func init() {
 	}
 }
 
+// held is the memory of the Buffers handed out and not yet released, by Cap.
+var held atomic.Int64
+
+// BuffersHeld returns the memory, in bytes, of the frame buffers in use in the process: the
+// frames queued on exchanges, requests being served, chunks being read or sent. Pooled buffers
+// not in use are not counted.
+func BuffersHeld() int64 { return held.Load() }
+
+// Cap returns the memory b occupies: its whole size class, whatever the frame's length (a
+// frame of 65,525 bytes takes a bulk buffer of directio.BulkLen).
+func (b *Buffer) Cap() int {
+	if int(b.class) == bulkClass {
+		return directio.BulkLen
+	}
+	return classSizes[b.class]
+}
+
 // GetBuffer returns a buffer with room for a header and payloadLen bytes of payload.
 // payloadLen must not exceed wire.MaxFrameLen. The raw bytes of a full DATA frame start on a
 // page boundary, so files can be read into and written from them with O_DIRECT.
@@ -52,6 +74,7 @@ func GetBuffer(payloadLen int) *Buffer {
 		if n <= size {
 			b := pools[i].Get().(*Buffer)
 			b.B = b.B[:n]
+			held.Add(int64(size))
 			return b
 		}
 	}
@@ -59,6 +82,7 @@ func GetBuffer(payloadLen int) *Buffer {
 		panic("rpc: buffer larger than MaxFrameLen")
 	}
 	b := bulkFrames.Get().(*Buffer)
+	held.Add(directio.BulkLen)
 	b.raw = directio.GetBulk()
 	o := directio.Start(b.raw, wire.HeaderLen+wire.DataHeaderLen)
 	b.B = b.raw[o : o+n : o+classSizes[bulkClass]]
@@ -83,6 +107,11 @@ func GetTailAligned(payloadLen int) *Buffer {
 func (b *Buffer) Release() {
 	if b == nil {
 		return
+	}
+	held.Add(-int64(b.Cap()))
+	if b.budget != nil {
+		b.budget.put()
+		b.budget = nil
 	}
 	if b.raw != nil {
 		directio.PutBulk(b.raw)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/peerfs/peerfs/internal/wire"
@@ -139,6 +140,7 @@ func (s *Session) OpenInStream(ctx context.Context, op wire.Op, body []byte, win
 		return nil, nil, err
 	}
 	x.recvAllowance.Store(int64(window))
+	x.in.setDataLimit(int64(window))
 	if err := x.send(op, 0, body); err != nil {
 		x.end()
 		return nil, nil, err
@@ -246,8 +248,73 @@ func (in *InStream) Close() {
 
 // OutStream sends a stream's DATA frames within the credit the receiver grants.
 type OutStream struct {
-	x   *exchange
-	ctx context.Context
+	x      *exchange
+	ctx    context.Context
+	budget *chunkBudget // streams pushed for the peer: their read-ahead (GetChunk)
+}
+
+// GetChunk returns a buffer for a DATA frame of n data bytes, as GetBuffer(
+// wire.DataHeaderLen+n). On a stream pushed for the peer it waits while the stream already
+// holds a chunk and the link's read-ahead budget (PushReadAhead) is spent; the chunk counts
+// until it is released (by Send). It fails when the stream ends.
+func (o *OutStream) GetChunk(n int) (*Buffer, error) {
+	if o.budget != nil {
+		if err := o.budget.take(o.ctx); err != nil {
+			return nil, err
+		}
+	}
+	b := GetBuffer(wire.DataHeaderLen + n)
+	b.budget = o.budget
+	return b, nil
+}
+
+// chunkBudget is the read-ahead of one pushed stream: one chunk of its own, more with tokens
+// from the link's PushReadAhead.
+type chunkBudget struct {
+	s     *Session
+	mu    sync.Mutex
+	own   bool          // the stream's own chunk is taken
+	extra int           // tokens of s.readAhead taken
+	freed chan struct{} // capacity 1: a chunk came back
+}
+
+func (c *chunkBudget) take(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		if !c.own {
+			c.own = true
+			c.mu.Unlock()
+			return nil
+		}
+		select {
+		case c.s.readAhead <- struct{}{}:
+			c.extra++
+			c.mu.Unlock()
+			return nil
+		default:
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *chunkBudget) put() {
+	c.mu.Lock()
+	if c.extra > 0 {
+		c.extra--
+		<-c.s.readAhead
+	} else {
+		c.own = false
+	}
+	c.mu.Unlock()
+	select {
+	case c.freed <- struct{}{}:
+	default:
+	}
 }
 
 // Send sends buf as one DATA frame for file offset off. buf comes from GetBuffer(

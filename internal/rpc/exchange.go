@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -15,36 +16,80 @@ type frame struct {
 	buf *Buffer
 }
 
-// queue holds an exchange's incoming frames. push never blocks (readLoop must not); the number
-// of frames is bounded by MaxQueuedFrames and their bytes by credit.
+// queue holds an exchange's incoming frames. push never blocks (readLoop must not). It counts
+// each frame as the memory its buffer occupies (Buffer.Cap), not its length: a frame of 65,525
+// bytes holds a bulk buffer of 1.125 MiB. The frames are bounded by MaxQueuedFrames, their
+// memory by MaxQueuedBytes (frames other than DATA) and dataLimit (DATA, which credit bounds
+// in bytes but not in buffers).
 type queue struct {
-	mu     sync.Mutex
-	items  []frame
-	head   int
-	bytes  int // queued payload bytes of frames other than DATA
-	closed bool
-	signal chan struct{} // capacity 1: "something changed"
+	mu        sync.Mutex
+	items     []frame
+	head      int
+	ctl       int // memory of queued frames other than DATA
+	data      int // memory of queued DATA frames
+	dataLimit int // most memory of queued DATA: set with the stream's window
+	closed    bool
+	signal    chan struct{} // capacity 1: "something changed"
+	// served counts the memory of queued frames in the session's total for the exchanges the
+	// peer opened (Session.servedHeld); nil on exchanges this side opened.
+	served *Session
 }
 
+// dataLimitFor is the memory the DATA of a stream with window bytes of credit may queue: the
+// window in full chunks and one partial chunk, each in a bulk buffer.
+func dataLimitFor(window int64) int {
+	return int(window/wire.MaxChunk+2) * directio.BulkLen
+}
+
+// setDataLimit bounds the memory of queued DATA for a stream of window bytes of credit.
+func (q *queue) setDataLimit(window int64) {
+	q.mu.Lock()
+	q.dataLimit = dataLimitFor(window)
+	q.mu.Unlock()
+}
+
+// push queues f. It returns false, having released f, when the exchange holds more than its
+// limits allow: the peer is flooding it.
 func (q *queue) push(f frame) bool {
+	n := f.buf.Cap()
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		f.buf.Release()
 		return true
 	}
-	if f.h.Op != wire.OpData {
-		q.bytes += int(f.h.Len)
+	ctl, data := q.ctl, q.data
+	if f.h.Op == wire.OpData {
+		data += n
+	} else {
+		ctl += n
 	}
-	if len(q.items)-q.head >= MaxQueuedFrames || q.bytes > MaxQueuedBytes {
+	if len(q.items)-q.head >= MaxQueuedFrames || ctl > MaxQueuedBytes || data > q.dataLimit {
 		q.mu.Unlock()
 		f.buf.Release()
 		return false
 	}
+	q.ctl, q.data = ctl, data
 	q.items = append(q.items, f)
+	if q.served != nil {
+		q.served.holdServed(n)
+	}
 	q.mu.Unlock()
 	q.wake()
 	return true
+}
+
+// unqueued takes f's memory out of the queue's counts. Called with q.mu held.
+func (q *queue) unqueued(f frame) {
+	n := f.buf.Cap()
+	if f.h.Op == wire.OpData {
+		q.data -= n
+	} else {
+		q.ctl -= n
+	}
+	if q.served != nil {
+		q.served.releaseServed(n)
+	}
 }
 
 func (q *queue) wake() {
@@ -63,9 +108,7 @@ func (q *queue) pop(ctx context.Context, x *exchange) (frame, error) {
 			f := q.items[q.head]
 			q.items[q.head] = frame{}
 			q.head++
-			if f.h.Op != wire.OpData {
-				q.bytes -= int(f.h.Len)
-			}
+			q.unqueued(f)
 			if q.head == len(q.items) {
 				q.items, q.head = q.items[:0], 0
 			}
@@ -95,6 +138,9 @@ func (q *queue) close() {
 	q.closed = true
 	items := q.items[q.head:]
 	q.items, q.head = nil, 0
+	for _, f := range items {
+		q.unqueued(f)
+	}
 	q.mu.Unlock()
 	for _, f := range items {
 		f.buf.Release()
@@ -123,6 +169,12 @@ type exchange struct {
 	// until the exchange ends.
 	streaming atomic.Bool
 
+	// On an exchange the peer opened: the handler pushes a stream on it (Push; CREDIT may come),
+	// accepted a stream from the opener (Accept; DATA and one END may come), and the opener's
+	// END came. Set once, never cleared: a frame that raced with the exchange's end is dropped
+	// by deliver before they are looked at.
+	pushed, accepted, inEnded atomic.Bool
+
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the peer sent ERROR: stop sending DATA
 
@@ -139,6 +191,7 @@ func newExchange(s *Session, tag uint32, op wire.Op, opener bool) *exchange {
 	}
 	x.in.signal = make(chan struct{}, 1)
 	if !opener {
+		x.in.served = s
 		x.flags = wire.FlagResponse
 		x.ctx, x.cancel = context.WithCancel(context.Background())
 	}
@@ -206,6 +259,11 @@ func (x *exchange) end() {
 		x.s.forget(x)
 		if x.cancel != nil {
 			x.cancel()
+		}
+		if !x.opener {
+			// No handler reads frames of an ended exchange it serves: give their memory back
+			// now (frames its consumer already took are its own).
+			x.in.close()
 		}
 	}
 }

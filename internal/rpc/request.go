@@ -27,6 +27,7 @@ func (r *Request) Context() context.Context { return r.x.ctx }
 func (r *Request) Session() *Session { return r.x.s }
 
 func (r *Request) release() {
+	r.x.s.releaseServed(r.buf.Cap())
 	r.buf.Release()
 	r.buf = nil
 }
@@ -83,13 +84,14 @@ func (r *Request) Fail(code wire.Errno, msg string) error {
 // Push answers with head and returns a stream to send DATA frames with, starting with window
 // bytes of credit (the window the request announced). End the stream with OutStream.End.
 func (r *Request) Push(head []byte, window uint32) (*OutStream, error) {
+	r.x.pushed.Store(true)
 	r.x.startStreaming()
 	r.x.sendCredit.Store(int64(window))
 	if err := r.x.send(r.Op, 0, head); err != nil {
 		r.x.end()
 		return nil, err
 	}
-	return &OutStream{x: r.x, ctx: r.x.ctx}, nil
+	return &OutStream{x: r.x, ctx: r.x.ctx, budget: &chunkBudget{s: r.x.s, freed: make(chan struct{}, 1)}}, nil
 }
 
 // Accept answers with head, grants window bytes of credit and returns the stream of DATA the
@@ -99,6 +101,8 @@ func (r *Request) Accept(head []byte, window uint32) (*InStream, error) {
 		window = wire.MinWindow
 	}
 	r.x.recvAllowance.Store(int64(window))
+	r.x.in.setDataLimit(int64(window))
+	r.x.accepted.Store(true)
 	if err := r.x.send(r.Op, 0, head); err != nil {
 		r.x.end()
 		return nil, err

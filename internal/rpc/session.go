@@ -11,6 +11,11 @@
 //     requests start a handler goroutine (or, if the handler calls them quick and this side
 //     pushes no stream, are served right here: Inliner); everything else is queued on its
 //     exchange.
+//  4. count what the peer's exchanges hold (requests in service, frames queued on them) and
+//     stop reading while it is over MaxServedBytes.
+//
+// Memory is counted by the buffer a frame occupies (Buffer.Cap), never by its length field:
+// docs/PROTOCOL.md (Memory limits) gives the limits and the bound per link.
 //
 // Outgoing frames are written by the goroutine that produced them, one Write per frame, under
 // writeMu. The package knows no files, shares or TLS; see internal/transport and internal/node.
@@ -29,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -40,9 +46,22 @@ const (
 	// MaxQueuedFrames bounds the frames queued on one exchange and not yet consumed. A sender
 	// within its credit that still exceeds it is sending absurdly small chunks: the link closes.
 	MaxQueuedFrames = 4096
-	// MaxQueuedBytes bounds the bytes of frames other than DATA (which credit bounds) queued on
-	// one exchange: replies, END, ERROR. Past it the peer is flooding: the link closes.
-	MaxQueuedBytes = 16 << 20
+	// MaxQueuedBytes bounds the memory (Buffer.Cap: the buffer a frame occupies, not its
+	// length) of frames other than DATA queued on one exchange: replies, END, ERROR. 64 READDIR
+	// batches fit. Past it the peer is flooding: the link closes. The memory of queued DATA is
+	// bounded by the stream's window in full chunks (dataLimitFor).
+	MaxQueuedBytes = 32 << 20
+	// MaxServedBytes bounds the memory of the frames the peer has made this side hold for the
+	// exchanges it opened: requests being served and frames queued on them. Past it the read
+	// loop stops reading until handlers have consumed some: the peer waits in TCP, not in our
+	// memory. Requests that wait for the peer (GET, WATCH, PUT) have small bodies, so the
+	// memory waiting on the read loop is far below it and the pause always ends.
+	MaxServedBytes = 64 << 20
+	// PushReadAhead is the memory of the chunks the streams this side pushes for the peer (GET,
+	// STREAM) may read ahead beyond one chunk each, per link: a peer that neither reads its
+	// socket nor grants credit holds one chunk per stream and this much in all, not the sender's
+	// whole read-ahead (bulk) on each of its 128 exchanges.
+	PushReadAhead = 32 << 20
 	// controlQueue is how many control frames (PONG, refusals) readLoop may have waiting for
 	// controlLoop. A peer that fills it by flooding PINGs loses PONGs; by flooding refused
 	// requests, its link.
@@ -121,6 +140,15 @@ type Session struct {
 	// an opened PUT); requests are served inline only while it is 0 (Inliner).
 	streamsOut atomic.Int32
 
+	// servedHeld is the memory of the peer's requests being served and of the frames queued on
+	// them (MaxServedBytes); paused says the read loop waits for it to fall, unpause wakes it.
+	servedHeld atomic.Int64
+	paused     atomic.Bool
+	unpause    chan struct{}
+	violated   atomic.Bool // a protocol violation was logged: later ones are not
+	// readAhead holds a token per chunk beyond the first that pushed streams hold (PushReadAhead).
+	readAhead chan struct{}
+
 	closeOnce sync.Once
 	done      chan struct{} // closed when the session ends
 	closeErr  error         // set before done closes
@@ -146,6 +174,8 @@ func New(conn net.Conn, opts Options) (*Session, error) {
 		served:    make(map[uint32]*exchange),
 		slots:     make(chan struct{}, MaxInFlight),
 		control:   make(chan *Buffer, controlQueue),
+		unpause:   make(chan struct{}, 1),
+		readAhead: make(chan struct{}, PushReadAhead/directio.BulkLen),
 		done:      make(chan struct{}),
 		start:     time.Now(),
 	}
@@ -279,6 +309,9 @@ func (s *Session) shutdown(cause error) {
 // violation closes the link after a protocol error by the peer, with a logged reason.
 func (s *Session) violation(format string, args ...any) {
 	err := fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
+	if s.violated.Swap(true) {
+		return // the link is already closing for the first one
+	}
 	s.log.Warn("closing link: peer broke the protocol", "err", err)
 	go s.Close(err)
 }
@@ -368,7 +401,42 @@ func (s *Session) readLoop() {
 		if !s.route(h, buf) {
 			return
 		}
+		if s.servedHeld.Load() > MaxServedBytes && !s.waitServed() {
+			return
+		}
 	}
+}
+
+// holdServed counts n bytes of buffers held for the peer's exchanges (MaxServedBytes).
+func (s *Session) holdServed(n int) { s.servedHeld.Add(int64(n)) }
+
+// releaseServed takes n bytes out of the count and wakes a read loop waiting for room.
+func (s *Session) releaseServed(n int) {
+	if s.servedHeld.Add(-int64(n)) <= MaxServedBytes && s.paused.Load() {
+		select {
+		case s.unpause <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitServed holds the read loop while the peer's exchanges hold more than MaxServedBytes. It
+// returns false if the session ended meanwhile. The keepalive does not count the pause as
+// silence.
+func (s *Session) waitServed() bool {
+	s.paused.Store(true) // before the check below, so a release in between wakes us
+	defer func() {
+		s.lastRecv.Store(s.now())
+		s.paused.Store(false)
+	}()
+	for s.servedHeld.Load() > MaxServedBytes {
+		select {
+		case <-s.unpause:
+		case <-s.done:
+			return false
+		}
+	}
+	return true
 }
 
 func readErr(err error) error {
@@ -445,6 +513,17 @@ func (s *Session) route(h wire.Header, buf *Buffer) bool {
 
 // deliver hands a frame to its exchange: credit and cancel act at once, the rest is queued.
 func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
+	if !x.opener {
+		if x.finished() { // raced with the exchange's end: as if its tag were closed
+			buf.Release()
+			return true
+		}
+		if why := unexpected(x, h.Op); why != "" {
+			buf.Release()
+			s.violation("%v on tag %d, which serves %v: %s", h.Op, h.Tag, x.op, why)
+			return false
+		}
+	}
 	switch h.Op {
 	case wire.OpCredit:
 		var c wire.Credit
@@ -477,10 +556,38 @@ func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
 		defer x.stop()
 	}
 	if !x.in.push(frame{h: h, buf: buf}) {
-		s.violation("more than %d unconsumed frames or %d bytes on tag %d", MaxQueuedFrames, MaxQueuedBytes, h.Tag)
+		s.violation("more than %d unconsumed frames, %d MiB of them other than DATA or DATA beyond its window's chunks on tag %d", MaxQueuedFrames, MaxQueuedBytes>>20, h.Tag)
 		return false
 	}
 	return true
+}
+
+// unexpected says why the opener of a served exchange may not send op at this point, or ""
+// if it may (docs/PROTOCOL.md, section 5): CANCEL at any time, CREDIT to a stream this side
+// pushes, DATA and then one END to a stream this side accepted. A handler reads nothing else,
+// so anything else would sit in memory until the exchange ends.
+func unexpected(x *exchange, op wire.Op) string {
+	switch op {
+	case wire.OpCancel:
+		return ""
+	case wire.OpCredit:
+		if x.pushed.Load() {
+			return ""
+		}
+		return "no stream toward the opener"
+	case wire.OpData, wire.OpEnd:
+		switch {
+		case !x.accepted.Load():
+			return "no stream from the opener"
+		case x.inEnded.Load():
+			return "after the stream's END"
+		}
+		if op == wire.OpEnd {
+			x.inEnded.Store(true)
+		}
+		return ""
+	}
+	return "the opener sends only CANCEL, CREDIT, DATA and END after its request"
 }
 
 func (s *Session) startServed(h wire.Header, buf *Buffer) bool {
@@ -522,6 +629,7 @@ func (s *Session) startServed(h wire.Header, buf *Buffer) bool {
 	x := newExchange(s, h.Tag, h.Op, false)
 	s.served[h.Tag] = x
 	s.mu.Unlock()
+	s.holdServed(buf.Cap()) // until the handler returns (Request.release)
 
 	r := &Request{x: x, Op: h.Op, buf: buf}
 	if in, ok := s.handler.(Inliner); ok && s.streamsOut.Load() == 0 && in.Inline(h.Op, int(h.Len)) {
@@ -581,7 +689,7 @@ func (s *Session) keepaliveLoop() {
 		case <-s.done:
 			return
 		case <-t.C:
-			if idle := time.Duration(s.now() - s.lastRecv.Load()); idle > 3*s.keepalive {
+			if idle := time.Duration(s.now() - s.lastRecv.Load()); idle > 3*s.keepalive && !s.paused.Load() {
 				s.log.Warn("closing link: peer stopped answering", "silent", idle.Round(time.Millisecond))
 				s.shutdown(fmt.Errorf("peer silent for %v", idle.Round(time.Second)))
 				return

@@ -344,14 +344,20 @@ func TestPeerGoneFailsWaiters(t *testing.T) {
 // rawPeer completes a HELLO by hand and returns the conn, so tests can send bad frames.
 func rawPeer(t *testing.T, hello wire.Hello) (*Session, net.Conn, chan error) {
 	t.Helper()
+	// The handler never answers, so the exchanges a test opens stay open until the link ends.
+	return rawPeerWith(t, hello, handlerFunc(func(r *Request) { <-r.Context().Done() }))
+}
+
+// rawPeerWith is rawPeer with the session serving h.
+func rawPeerWith(t *testing.T, hello wire.Hello, handler Handler) (*Session, net.Conn, chan error) {
+	t.Helper()
 	ca, cb := tcpPair(t)
 	errc := make(chan error, 1)
 	var s *Session
 	done := make(chan struct{})
 	go func() {
 		var err error
-		// The handler never answers, so the exchanges a test opens stay open until the link ends.
-		s, err = New(ca, Options{Handler: handlerFunc(func(r *Request) { <-r.Context().Done() })})
+		s, err = New(ca, Options{Handler: handler})
 		errc <- err
 		close(done)
 	}()
