@@ -7,8 +7,9 @@ BENCHBIN := bin/peerfs-bench
 # Fuzzing runs a count of inputs, about 30 s each here: a duration (-fuzztime=30s) races the
 # end of fuzzing in Go's fuzz coordinator before go1.27 and fails with "context deadline
 # exceeded" and no crasher now and then (go.dev/issue/75804).
-FUZZ_FRAME_EXECS ?= 800000x
-FUZZ_PATH_EXECS  ?= 200000x
+FUZZ_FRAME_EXECS  ?= 800000x
+FUZZ_PATH_EXECS   ?= 200000x
+FUZZ_SERVER_EXECS ?= 150000x
 
 # What "peerfs version" prints, set at link time (override: make build VERSION=v1.2.3).
 VERSION    := $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -42,9 +43,10 @@ deps:
 
 # The whole suite: vet, the race detector on short sizes (one package at a time: the mount
 # and watch tests are timing-sensitive under load), the full-size two-node tests
-# (1 GiB pull, 10,000-file tree, interrupted pulls), and bounded fuzzing of the frame decoder
-# and of share path resolution; first, the build and vet of every platform peerfs ships for,
-# and the Windows build run under Wine against the Linux one (scripts/wine-test.sh).
+# (1 GiB pull, 10,000-file tree, interrupted pulls), and bounded fuzzing of the frame decoder,
+# of share path resolution and of the request server (frames over a session to a real share);
+# first, the build and vet of every platform peerfs ships for, and the Windows build run under
+# Wine against the Linux one (scripts/wine-test.sh).
 test: deps build
 	$(GO) vet ./...
 	scripts/crosscheck.sh
@@ -62,6 +64,7 @@ crosscheck:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzFrame -fuzztime=$(FUZZ_FRAME_EXECS) ./internal/wire/
 	$(GO) test -run='^$$' -fuzz=FuzzSharePath -fuzztime=$(FUZZ_PATH_EXECS) ./internal/share/
+	$(GO) test -run='^$$' -fuzz=FuzzServer -fuzztime=$(FUZZ_SERVER_EXECS) ./internal/share/
 
 # The benchmark suites of peerfs-bench (BENCHMARKS.md says what each measures), in the order
 # BENCHMARKS.md shows them.
