@@ -18,6 +18,9 @@ type Buffer struct {
 	raw []byte
 	// budget is the pushed stream whose read-ahead this chunk counts in (OutStream.GetChunk).
 	budget *chunkBudget
+	// served is the session whose peer sent this frame on an exchange it opened: the frame
+	// counts in that session's MaxServedBytes until released, wherever it is by then.
+	served *Session
 }
 
 // Payload returns the bytes after the header room.
@@ -112,6 +115,10 @@ func (b *Buffer) Release() {
 	if b.budget != nil {
 		b.budget.put()
 		b.budget = nil
+	}
+	if b.served != nil {
+		b.served.releaseServed(b.Cap())
+		b.served = nil
 	}
 	if b.raw != nil {
 		directio.PutBulk(b.raw)

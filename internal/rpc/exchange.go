@@ -30,9 +30,6 @@ type queue struct {
 	dataLimit int // most memory of queued DATA: set with the stream's window
 	closed    bool
 	signal    chan struct{} // capacity 1: "something changed"
-	// served counts the memory of queued frames in the session's total for the exchanges the
-	// peer opened (Session.servedHeld); nil on exchanges this side opened.
-	served *Session
 }
 
 // dataLimitFor is the memory the DATA of a stream with window bytes of credit may queue: the
@@ -71,9 +68,6 @@ func (q *queue) push(f frame) bool {
 	}
 	q.ctl, q.data = ctl, data
 	q.items = append(q.items, f)
-	if q.served != nil {
-		q.served.holdServed(n)
-	}
 	q.mu.Unlock()
 	q.wake()
 	return true
@@ -81,14 +75,10 @@ func (q *queue) push(f frame) bool {
 
 // unqueued takes f's memory out of the queue's counts. Called with q.mu held.
 func (q *queue) unqueued(f frame) {
-	n := f.buf.Cap()
 	if f.h.Op == wire.OpData {
-		q.data -= n
+		q.data -= f.buf.Cap()
 	} else {
-		q.ctl -= n
-	}
-	if q.served != nil {
-		q.served.releaseServed(n)
+		q.ctl -= f.buf.Cap()
 	}
 }
 
@@ -191,7 +181,6 @@ func newExchange(s *Session, tag uint32, op wire.Op, opener bool) *exchange {
 	}
 	x.in.signal = make(chan struct{}, 1)
 	if !opener {
-		x.in.served = s
 		x.flags = wire.FlagResponse
 		x.ctx, x.cancel = context.WithCancel(context.Background())
 	}

@@ -1,7 +1,9 @@
 package rpc
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,8 +19,10 @@ func rawFrame(h wire.Header, body []byte) []byte {
 }
 
 // acceptingPeer is rawPeer whose handler accepts every request as a stream of window bytes
-// and consumes nothing until release is closed, then reads the stream to its end.
-func acceptingPeer(t *testing.T, window uint32, release chan struct{}) (*Session, func([]byte) error) {
+// and consumes nothing until release is closed, then reads the stream to its end. With hoard
+// it takes the chunks that arrive meanwhile off the queue and keeps them, as a handler writing
+// to a slow disk does.
+func acceptingPeer(t *testing.T, window uint32, hoard bool, release chan struct{}) (*Session, func([]byte) error) {
 	t.Helper()
 	s, cb, errc := rawPeerWith(t, goodHello, handlerFunc(func(r *Request) {
 		in, err := r.Accept(nil, window)
@@ -26,10 +30,29 @@ func acceptingPeer(t *testing.T, window uint32, release chan struct{}) (*Session
 			return
 		}
 		defer in.Close()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return
+		type chunk struct {
+			buf *Buffer
+			n   int
+		}
+		var kept []chunk
+		wait, stop := context.WithCancel(r.Context())
+		go func() {
+			select {
+			case <-release:
+			case <-wait.Done():
+			}
+			stop()
+		}()
+		for hoard {
+			buf, _, data, err := in.Next(wait)
+			if err != nil {
+				break
+			}
+			kept = append(kept, chunk{buf, len(data)})
+		}
+		<-wait.Done()
+		for _, c := range kept {
+			in.Consumed(c.buf, c.n)
 		}
 		for {
 			buf, _, data, err := in.Next(r.Context())
@@ -61,7 +84,7 @@ func TestSmallDataFramesCountAsTheirBuffers(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	base := BuffersHeld()
-	s, write := acceptingPeer(t, wire.MinWindow, release)
+	s, write := acceptingPeer(t, wire.MinWindow, false, release)
 	write(rawFrame(wire.Header{Op: wire.OpPut, Tag: 1}, nil))
 	time.Sleep(50 * time.Millisecond) // the handler accepts: credit is granted
 	data := make([]byte, 65525)
@@ -85,15 +108,22 @@ func TestSmallDataFramesCountAsTheirBuffers(t *testing.T) {
 	}
 }
 
-// TestServedMemoryCapped: 128 streams accepted with 16 MiB windows whose handler does not
-// consume yet; the peer fills every window with full chunks, 2 GiB within its credit. The
+// TestServedMemoryCapped: 16 streams accepted with 16 MiB windows whose handler does not
+// consume yet; the peer fills every window with full chunks, 256 MiB within its credit. The
 // session stops reading at MaxServedBytes, so the peer waits in TCP; once the handlers
-// consume, every stream completes and the link stays up.
+// consume, every stream completes and the link stays up. The chunks count until released,
+// whether they wait in the queue or in the handler's hands.
 func TestServedMemoryCapped(t *testing.T) {
+	for _, hoard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hoard=%v", hoard), func(t *testing.T) { testServedMemoryCapped(t, hoard) })
+	}
+}
+
+func testServedMemoryCapped(t *testing.T, hoard bool) {
 	release := make(chan struct{})
 	base := BuffersHeld()
-	s, write := acceptingPeer(t, DefaultWindow, release)
-	const streams = 2 * MaxInFlight
+	s, write := acceptingPeer(t, DefaultWindow, hoard, release)
+	const streams = 16
 	for tag := uint32(1); tag <= streams; tag++ {
 		write(rawFrame(wire.Header{Op: wire.OpPut, Tag: tag}, nil))
 	}
@@ -125,7 +155,7 @@ watch:
 		case <-deadline:
 			break watch
 		case err := <-sent:
-			t.Fatalf("the peer sent 2 GiB unconsumed without waiting (%v)", err)
+			t.Fatalf("the peer sent 256 MiB unconsumed without waiting (%v)", err)
 		case <-time.After(time.Millisecond):
 		}
 	}

@@ -27,7 +27,6 @@ func (r *Request) Context() context.Context { return r.x.ctx }
 func (r *Request) Session() *Session { return r.x.s }
 
 func (r *Request) release() {
-	r.x.s.releaseServed(r.buf.Cap())
 	r.buf.Release()
 	r.buf = nil
 }

@@ -11,8 +11,9 @@
 //     requests start a handler goroutine (or, if the handler calls them quick and this side
 //     pushes no stream, are served right here: Inliner); everything else is queued on its
 //     exchange.
-//  4. count what the peer's exchanges hold (requests in service, frames queued on them) and
-//     stop reading while it is over MaxServedBytes.
+//  4. count the frames the peer sent on the exchanges it opened until they are released
+//     (requests in service, queued frames, upload chunks being written) and stop reading
+//     while they hold more than MaxServedBytes.
 //
 // Memory is counted by the buffer a frame occupies (Buffer.Cap), never by its length field:
 // docs/PROTOCOL.md (Memory limits) gives the limits and the bound per link.
@@ -52,10 +53,11 @@ const (
 	// bounded by the stream's window in full chunks (dataLimitFor).
 	MaxQueuedBytes = 32 << 20
 	// MaxServedBytes bounds the memory of the frames the peer has made this side hold for the
-	// exchanges it opened: requests being served and frames queued on them. Past it the read
-	// loop stops reading until handlers have consumed some: the peer waits in TCP, not in our
-	// memory. Requests that wait for the peer (GET, WATCH, PUT) have small bodies, so the
-	// memory waiting on the read loop is far below it and the pause always ends.
+	// exchanges it opened, until each is released: requests being served, frames queued on
+	// them, the chunks of its uploads a handler is writing. Past it the read loop stops reading
+	// until handlers have released some: the peer waits in TCP, not in our memory. Requests
+	// that wait for the peer (GET, WATCH, PUT) have small bodies and every other frame is
+	// released without the read loop, so the pause always ends.
 	MaxServedBytes = 64 << 20
 	// PushReadAhead is the memory of the chunks the streams this side pushes for the peer (GET,
 	// STREAM) may read ahead beyond one chunk each, per link: a peer that neither reads its
@@ -140,8 +142,9 @@ type Session struct {
 	// an opened PUT); requests are served inline only while it is 0 (Inliner).
 	streamsOut atomic.Int32
 
-	// servedHeld is the memory of the peer's requests being served and of the frames queued on
-	// them (MaxServedBytes); paused says the read loop waits for it to fall, unpause wakes it.
+	// servedHeld is the memory of the frames the peer sent on the exchanges it opened and not
+	// yet released (MaxServedBytes); paused says the read loop waits for it to fall, unpause
+	// wakes it.
 	servedHeld atomic.Int64
 	paused     atomic.Bool
 	unpause    chan struct{}
@@ -407,8 +410,13 @@ func (s *Session) readLoop() {
 	}
 }
 
-// holdServed counts n bytes of buffers held for the peer's exchanges (MaxServedBytes).
-func (s *Session) holdServed(n int) { s.servedHeld.Add(int64(n)) }
+// holdServed counts buf, a frame the peer sent on an exchange it opened, in MaxServedBytes
+// until it is released: queued, taken by a handler (the chunks of a PUT being written) or
+// being served (a request).
+func (s *Session) holdServed(buf *Buffer) {
+	buf.served = s
+	s.servedHeld.Add(int64(buf.Cap()))
+}
 
 // releaseServed takes n bytes out of the count and wakes a read loop waiting for room.
 func (s *Session) releaseServed(n int) {
@@ -555,6 +563,9 @@ func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
 	if h.Op == wire.OpError {
 		defer x.stop()
 	}
+	if !x.opener {
+		s.holdServed(buf)
+	}
 	if !x.in.push(frame{h: h, buf: buf}) {
 		s.violation("more than %d unconsumed frames, %d MiB of them other than DATA or DATA beyond its window's chunks on tag %d", MaxQueuedFrames, MaxQueuedBytes>>20, h.Tag)
 		return false
@@ -629,7 +640,7 @@ func (s *Session) startServed(h wire.Header, buf *Buffer) bool {
 	x := newExchange(s, h.Tag, h.Op, false)
 	s.served[h.Tag] = x
 	s.mu.Unlock()
-	s.holdServed(buf.Cap()) // until the handler returns (Request.release)
+	s.holdServed(buf) // until the handler returns (Request.release)
 
 	r := &Request{x: x, Op: h.Op, buf: buf}
 	if in, ok := s.handler.(Inliner); ok && s.streamsOut.Load() == 0 && in.Inline(h.Op, int(h.Len)) {
