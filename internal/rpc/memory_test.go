@@ -22,9 +22,9 @@ func rawFrame(h wire.Header, body []byte) []byte {
 // and consumes nothing until release is closed, then reads the stream to its end. With hoard
 // it takes the chunks that arrive meanwhile off the queue and keeps them, as a handler writing
 // to a slow disk does.
-func acceptingPeer(t *testing.T, window uint32, hoard bool, release chan struct{}) (*Session, func([]byte) error) {
+func acceptingPeer(t *testing.T, window uint32, hoard bool, release chan struct{}, keepalive time.Duration) (*Session, func([]byte) error) {
 	t.Helper()
-	s, cb, errc := rawPeerWith(t, goodHello, handlerFunc(func(r *Request) {
+	s, cb, errc := rawPeerWith(t, goodHello, Options{Keepalive: keepalive, Handler: handlerFunc(func(r *Request) {
 		in, err := r.Accept(nil, window)
 		if err != nil {
 			return
@@ -62,7 +62,7 @@ func acceptingPeer(t *testing.T, window uint32, hoard bool, release chan struct{
 			}
 			in.Consumed(buf, len(data))
 		}
-	}))
+	})})
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestSmallDataFramesCountAsTheirBuffers(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	base := BuffersHeld()
-	s, write := acceptingPeer(t, wire.MinWindow, false, release)
+	s, write := acceptingPeer(t, wire.MinWindow, false, release, 0)
 	write(rawFrame(wire.Header{Op: wire.OpPut, Tag: 1}, nil))
 	time.Sleep(50 * time.Millisecond) // the handler accepts: credit is granted
 	data := make([]byte, 65525)
@@ -122,7 +122,7 @@ func TestServedMemoryCapped(t *testing.T) {
 func testServedMemoryCapped(t *testing.T, hoard bool) {
 	release := make(chan struct{})
 	base := BuffersHeld()
-	s, write := acceptingPeer(t, DefaultWindow, hoard, release)
+	s, write := acceptingPeer(t, DefaultWindow, hoard, release, 0)
 	const streams = 16
 	for tag := uint32(1); tag <= streams; tag++ {
 		write(rawFrame(wire.Header{Op: wire.OpPut, Tag: tag}, nil))
@@ -171,5 +171,36 @@ watch:
 	}
 	if err := s.Err(); err != nil {
 		t.Fatalf("link closed: %v", err)
+	}
+}
+
+// TestServedMemoryStuckCloses: the read loop waits at MaxServedBytes for handlers that never
+// release what they took. After three keepalive intervals without a release the link closes,
+// giving the memory back, instead of staying open for good.
+func TestServedMemoryStuckCloses(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	base := BuffersHeld()
+	s, write := acceptingPeer(t, DefaultWindow, true, release, 100*time.Millisecond)
+	const streams = 8 // 128 MiB within credit: twice the cap
+	for tag := uint32(1); tag <= streams; tag++ {
+		write(rawFrame(wire.Header{Op: wire.OpPut, Tag: tag}, nil))
+	}
+	time.Sleep(50 * time.Millisecond)
+	go func() {
+		chunk := make([]byte, wire.DataHeaderLen+wire.MaxChunk)
+		for tag := uint32(1); tag <= streams; tag++ {
+			for range DefaultWindow / wire.MaxChunk {
+				if write(rawFrame(wire.Header{Op: wire.OpData, Tag: tag}, chunk)) != nil {
+					return
+				}
+			}
+		}
+	}()
+	select {
+	case <-s.Done():
+		t.Logf("closed: %v", s.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the link stayed open holding %d MiB that no handler releases", (BuffersHeld()-base)>>20)
 	}
 }

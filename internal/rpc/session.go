@@ -429,17 +429,16 @@ func (s *Session) releaseServed(n int) {
 }
 
 // waitServed holds the read loop while the peer's exchanges hold more than MaxServedBytes. It
-// returns false if the session ended meanwhile. The keepalive does not count the pause as
-// silence.
+// returns false if the session ended meanwhile. For the keepalive, each release that wakes it
+// counts as a frame received: a pause in which handlers make progress is not silence, one in
+// which nothing is released for three intervals closes the link.
 func (s *Session) waitServed() bool {
 	s.paused.Store(true) // before the check below, so a release in between wakes us
-	defer func() {
-		s.lastRecv.Store(s.now())
-		s.paused.Store(false)
-	}()
+	defer s.paused.Store(false)
 	for s.servedHeld.Load() > MaxServedBytes {
 		select {
 		case <-s.unpause:
+			s.lastRecv.Store(s.now())
 		case <-s.done:
 			return false
 		}
@@ -700,7 +699,13 @@ func (s *Session) keepaliveLoop() {
 		case <-s.done:
 			return
 		case <-t.C:
-			if idle := time.Duration(s.now() - s.lastRecv.Load()); idle > 3*s.keepalive && !s.paused.Load() {
+			if idle := time.Duration(s.now() - s.lastRecv.Load()); idle > 3*s.keepalive {
+				if s.paused.Load() {
+					held := s.servedHeld.Load() >> 20
+					s.log.Warn("closing link: the peer's frames fill this side's memory and none was released", "held_mib", held, "for", idle.Round(time.Millisecond))
+					s.shutdown(fmt.Errorf("the peer's frames held %d MiB here and none was released for %v", held, idle.Round(time.Millisecond)))
+					return
+				}
 				s.log.Warn("closing link: peer stopped answering", "silent", idle.Round(time.Millisecond))
 				s.shutdown(fmt.Errorf("peer silent for %v", idle.Round(time.Second)))
 				return

@@ -345,11 +345,11 @@ func TestPeerGoneFailsWaiters(t *testing.T) {
 func rawPeer(t *testing.T, hello wire.Hello) (*Session, net.Conn, chan error) {
 	t.Helper()
 	// The handler never answers, so the exchanges a test opens stay open until the link ends.
-	return rawPeerWith(t, hello, handlerFunc(func(r *Request) { <-r.Context().Done() }))
+	return rawPeerWith(t, hello, Options{Handler: handlerFunc(func(r *Request) { <-r.Context().Done() })})
 }
 
-// rawPeerWith is rawPeer with the session serving h.
-func rawPeerWith(t *testing.T, hello wire.Hello, handler Handler) (*Session, net.Conn, chan error) {
+// rawPeerWith is rawPeer with the session made with opts.
+func rawPeerWith(t *testing.T, hello wire.Hello, opts Options) (*Session, net.Conn, chan error) {
 	t.Helper()
 	ca, cb := tcpPair(t)
 	errc := make(chan error, 1)
@@ -357,7 +357,7 @@ func rawPeerWith(t *testing.T, hello wire.Hello, handler Handler) (*Session, net
 	done := make(chan struct{})
 	go func() {
 		var err error
-		s, err = New(ca, Options{Handler: handler})
+		s, err = New(ca, opts)
 		errc <- err
 		close(done)
 	}()
