@@ -540,6 +540,10 @@ func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
 			s.violation("%v", err)
 			return false
 		}
+		if !x.opener && !x.pushed.Load() {
+			s.violation("CREDIT on tag %d, which serves %v: no stream toward the opener", h.Tag, x.op)
+			return false
+		}
 		x.addCredit(int64(c.Bytes))
 		return true
 	case wire.OpCancel:
@@ -578,13 +582,8 @@ func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
 // so anything else would sit in memory until the exchange ends.
 func unexpected(x *exchange, op wire.Op) string {
 	switch op {
-	case wire.OpCancel:
+	case wire.OpCancel, wire.OpCredit: // CREDIT is judged once its body is (deliver)
 		return ""
-	case wire.OpCredit:
-		if x.pushed.Load() {
-			return ""
-		}
-		return "no stream toward the opener"
 	case wire.OpData, wire.OpEnd:
 		switch {
 		case !x.accepted.Load():

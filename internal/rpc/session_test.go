@@ -415,6 +415,12 @@ func TestMalformedFramesCloseLink(t *testing.T) {
 		"empty data":       append(frame(wire.Header{Op: wire.OpPut, Tag: 3}, nil), frame(wire.Header{Op: wire.OpData, Tag: 3}, make([]byte, 8))...),
 		"data w/o credit":  append(frame(wire.Header{Op: wire.OpPut, Tag: 4}, nil), frame(wire.Header{Op: wire.OpData, Tag: 4}, make([]byte, 100))...),
 		"request on tag 0": frame(wire.Header{Op: wire.OpStat, Tag: 0}, nil),
+		// Frames the opener may not send on an exchange the peer serves: no handler reads them.
+		"END on a GET":            append(frame(wire.Header{Op: wire.OpGet, Tag: 21}, nil), frame(wire.Header{Op: wire.OpEnd, Tag: 21}, make([]byte, 40))...),
+		"END on a PUT not taken":  append(frame(wire.Header{Op: wire.OpPut, Tag: 22}, nil), frame(wire.Header{Op: wire.OpEnd, Tag: 22}, make([]byte, 40))...),
+		"ERROR from the opener":   append(frame(wire.Header{Op: wire.OpStat, Tag: 23}, nil), frame(wire.Header{Op: wire.OpError, Tag: 23}, make([]byte, 6))...),
+		"EVENTS from the opener":  append(frame(wire.Header{Op: wire.OpWatch, Tag: 24}, nil), frame(wire.Header{Op: wire.OpEvents, Tag: 24}, make([]byte, 4))...),
+		"CREDIT to a plain reply": append(frame(wire.Header{Op: wire.OpStat, Tag: 25}, nil), frame(wire.Header{Op: wire.OpCredit, Tag: 25}, []byte{0, 0, 1, 0})...),
 		"flood of END": func() []byte {
 			b := frame(wire.Header{Op: wire.OpPut, Tag: 6}, nil)
 			for i := 0; i*wire.MaxChunk <= MaxQueuedBytes; i++ {
