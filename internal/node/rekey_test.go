@@ -136,7 +136,7 @@ func TestKeyLimitClosesLink(t *testing.T) {
 	peertest.WriteRandomFile(t, filepath.Join(src, "big.bin"), 64<<20, 1)
 	a.Share("data", src, true, "beta")
 	pull(t, b, api.PullParams{Peer: "alpha", Share: "data", Path: "big.bin", Dest: t.TempDir()}) // may be cut
-	if len(a.Logged("key usage limit")) == 0 {
+	if !waitLogged(a, "key usage limit") {
 		t.Fatal("alpha never closed the link at its key usage limit")
 	}
 	waitConnected(t, b, "alpha")
@@ -156,7 +156,18 @@ func TestKeyLimitClosesDrainingLink(t *testing.T) {
 	peertest.WriteRandomFile(t, filepath.Join(src, "big.bin"), 64<<20, 1)
 	a.Share("data", src, true, "beta")
 	pull(t, b, api.PullParams{Peer: "alpha", Share: "data", Path: "big.bin", Dest: t.TempDir()}) // cut at 8 MiB
-	if len(b.Logged("key usage limit")) == 0 {
+	if !waitLogged(b, "key usage limit") {
 		t.Fatal("beta never closed the draining link at its key usage limit")
 	}
+}
+
+// waitLogged waits up to 5 s for n to log a line containing s. The limits are checked every
+// 250 ms, so a pull on a fast machine can end before the check that closes its link.
+func waitLogged(n *peertest.Node, s string) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if len(n.Logged(s)) > 0 {
+			return true
+		}
+	}
+	return false
 }
