@@ -1,6 +1,7 @@
 // Package stats counts operations on the hot paths without locks: calls, bytes and the
-// smallest, average and largest request size per operation, plus named counters (cache hits
-// and misses, network round trips). It imports nothing of peerfs; "peerfs stats" shows it.
+// smallest, average and largest request size per operation, how long calls took (a total and
+// a fixed-bucket histogram), plus named counters (cache hits and misses, network round
+// trips). It imports nothing of peerfs; "peerfs stats" and the metrics endpoint show it.
 package stats
 
 import (
@@ -8,7 +9,20 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
+
+// LatencyBounds are the upper bounds of an Op's latency buckets; one more bucket takes
+// everything slower. They span a page-cache hit answered by the daemon (tens of
+// microseconds) to a request waiting out a lost link (seconds), in 1-2.5-5 steps.
+var LatencyBounds = [...]time.Duration{
+	10 * time.Microsecond, 25 * time.Microsecond, 50 * time.Microsecond,
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
 
 // Op counts one kind of operation. The zero value is ready; all methods are safe for
 // concurrent use and never allocate.
@@ -19,6 +33,9 @@ type Op struct {
 	max   atomic.Int64
 	nanos atomic.Int64 // total time spent, when recorded
 	init  sync.Once
+	// latency counts timed calls per bucket: latency[i] those up to LatencyBounds[i], the
+	// last one those slower than every bound.
+	latency [len(LatencyBounds) + 1]atomic.Int64
 }
 
 // Add records one call moving n bytes (0 for operations without a size).
@@ -32,8 +49,15 @@ func (o *Op) Add(n int64) {
 	}
 }
 
-// AddTime records time spent in calls, in nanoseconds.
-func (o *Op) AddTime(ns int64) { o.nanos.Add(ns) }
+// AddTime records how long one call took, in nanoseconds: its total and its latency bucket.
+func (o *Op) AddTime(ns int64) {
+	o.nanos.Add(ns)
+	i := 0
+	for i < len(LatencyBounds) && ns > int64(LatencyBounds[i]) {
+		i++
+	}
+	o.latency[i].Add(1)
+}
 
 // Snapshot is an Op's counters at one moment.
 type Snapshot struct {
@@ -44,6 +68,9 @@ type Snapshot struct {
 	Avg    float64 `json:"avg_bytes"`
 	Max    int64   `json:"max_bytes"`
 	Millis float64 `json:"total_ms,omitempty"`
+	// Latency counts the timed calls per bucket of LatencyBounds (the last: slower than
+	// all); nil when no call was timed.
+	Latency []int64 `json:"latency,omitempty"`
 }
 
 func (o *Op) snapshot(name string) Snapshot {
@@ -52,6 +79,15 @@ func (o *Op) snapshot(name string) Snapshot {
 	if s.Calls > 0 {
 		s.Min = o.min.Load()
 		s.Avg = float64(s.Bytes) / float64(s.Calls)
+	}
+	var timed [len(LatencyBounds) + 1]int64
+	seen := false
+	for i := range o.latency {
+		timed[i] = o.latency[i].Load()
+		seen = seen || timed[i] != 0
+	}
+	if seen {
+		s.Latency = timed[:]
 	}
 	return s
 }
