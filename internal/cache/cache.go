@@ -359,6 +359,9 @@ func (s *Store) Usage() (bytes int64, files int) {
 	return s.used.Load(), len(s.mu.entries)
 }
 
+// Limit is the bytes of present chunks above which entries are evicted.
+func (s *Store) Limit() int64 { return s.limit }
+
 // dropLocked removes e from the store and its files from disk. Open Files keep the data file
 // open and see e as stale. Called with s.mu held.
 func (s *Store) dropLocked(e *entry) {

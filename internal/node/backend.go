@@ -165,7 +165,7 @@ func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event))
 	done := n.track(p, "pull", spec, a.Dest, emit)
 	res, err := transfer.Pull(ctx, remote.Peer{S: sess}, a.Share, a.Path, a.Dest, transfer.Options{
 		OnProgress: done.progress, Logger: n.log})
-	done.finish()
+	done.finish(err)
 	if err != nil {
 		return nil, apiError(err, "pull "+spec)
 	}
@@ -189,7 +189,7 @@ func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event))
 	done := n.track(p, "send", spec, a.Source, emit)
 	res, err := transfer.Send(ctx, remote.Peer{S: sess}, a.Source, a.Share, a.Dir, transfer.Options{
 		OnProgress: done.progress, Logger: n.log})
-	done.finish()
+	done.finish(err)
 	if err != nil {
 		return nil, apiError(err, "send to "+spec)
 	}
@@ -249,9 +249,11 @@ func (t *tracked) progress(pr transfer.Progress) {
 	}
 }
 
-func (t *tracked) finish() {
+// finish takes the transfer off the list and counts it, with its bytes, for the metrics.
+func (t *tracked) finish(err error) {
 	t.p.mu.Lock()
 	delete(t.p.transfers, t.id)
+	t.p.n.metrics.transferDone(t.p.cfg.ID, t.st, err)
 	t.p.mu.Unlock()
 }
 

@@ -94,6 +94,8 @@ type Node struct {
 	nextID int                   // transfer IDs
 
 	mounts mounts
+
+	metrics metricsState // metrics.go
 }
 
 // openShare is an exported share opened for serving.
