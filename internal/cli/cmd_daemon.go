@@ -9,17 +9,20 @@ import (
 
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/daemon"
+	"github.com/peerfs/peerfs/internal/metrics"
 )
 
 // DaemonOptions are the flags of "peerfs daemon".
 type DaemonOptions struct {
-	Listen string
+	Listen        string
+	Metrics       string
+	MetricsPublic bool
 }
 
 func newDaemonCommand(g *Globals) *cobra.Command {
 	var opts DaemonOptions
 	cmd := &cobra.Command{
-		Use:   "daemon [--listen ADDR]",
+		Use:   "daemon [--listen ADDR] [--metrics ADDR [--metrics-public]]",
 		Short: "Run the daemon in the foreground",
 		Long: `Run the peerfs daemon in the foreground: it listens for peers, connects to the peers
 it knows, serves this device's shares, and answers the other peerfs commands over a
@@ -28,15 +31,24 @@ Unix socket in the runtime directory. It logs to stderr (--verbose for debug log
 SIGHUP makes it reread the config file.
 
 The listen address is --listen, else $PEERFS_LISTEN, else "listen" in the config file,
-else :7462. contrib/systemd/peerfs.service runs it as a systemd user service.`,
+else :7462. contrib/systemd/peerfs.service runs it as a systemd user service.
+
+--metrics ADDR serves Prometheus metrics at http://ADDR/metrics (else $PEERFS_METRICS,
+else "metrics" in the config file; off when none is set). ADDR must be a loopback
+address (127.0.0.1, [::1], localhost), since the metrics name the peers and mount
+points; --metrics-public (or "metrics_public": true in the config file) allows any
+address. docs/METRICS.md lists the metrics.`,
 		Example: `  peerfs daemon
-  peerfs daemon --listen 127.0.0.1:7462 --verbose`,
+  peerfs daemon --listen 127.0.0.1:7462 --verbose
+  peerfs daemon --metrics 127.0.0.1:7463`,
 		Args: argsRange(0, 0),
 		RunE: runE(g, func(ctx context.Context, args []string) error {
 			return runDaemon(ctx, opts, g, args, g.Stderr)
 		}),
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "", "listen for peers on `ADDR` (HOST:PORT; env PEERFS_LISTEN)")
+	cmd.Flags().StringVar(&opts.Metrics, "metrics", "", "serve Prometheus metrics on `ADDR` (loopback HOST:PORT; env PEERFS_METRICS)")
+	cmd.Flags().BoolVar(&opts.MetricsPublic, "metrics-public", false, "allow a --metrics address other machines can reach")
 	return cmd
 }
 
@@ -47,11 +59,17 @@ func runDaemon(ctx context.Context, opts DaemonOptions, g *Globals, args []strin
 			return usageErrorf("--listen %q: %v", opts.Listen, err)
 		}
 	}
+	if opts.Metrics != "" {
+		if err := metrics.CheckAddr(opts.Metrics, opts.MetricsPublic); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
 	p, err := g.paths()
 	if err != nil {
 		return err
 	}
-	return daemon.Run(ctx, daemon.Options{Paths: p, Listen: opts.Listen, Logger: g.logger(logOut)})
+	return daemon.Run(ctx, daemon.Options{Paths: p, Listen: opts.Listen, Metrics: opts.Metrics,
+		MetricsPublic: opts.MetricsPublic, Logger: g.logger(logOut)})
 }
 
 // logger is the log of a process that serves (the daemon, a foreground mount): logfmt, or

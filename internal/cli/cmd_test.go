@@ -358,12 +358,28 @@ func TestUsage(t *testing.T) {
 		{"send", "x"},
 		{"ls", "Bad:x"},
 		{"daemon", "--listen", "nonsense"},
+		{"daemon", "--metrics", "nonsense"},
+		{"daemon", "--metrics", "0.0.0.0:7463"},
+		{"daemon", "--metrics", ":7463"},
 	}
 	for _, args := range cases {
 		exit, out, errOut := run(t, home, args...)
 		if exit != ExitUsage || out != "" || !strings.HasPrefix(errOut, "peerfs: ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, exit, out, errOut)
 		}
+	}
+}
+
+// TestDaemonMetricsPublic: --metrics-public lets a public --metrics address past the
+// check (this home has no identity, so the daemon then stops before listening).
+func TestDaemonMetricsPublic(t *testing.T) {
+	exit, _, errOut := run(t, t.TempDir(), "daemon", "--metrics", "0.0.0.0:7463", "--metrics-public")
+	if exit == ExitUsage || !strings.Contains(errOut, "peerfs init") {
+		t.Errorf("exit %d, stderr %q: want the missing identity reported", exit, errOut)
+	}
+	exit, _, errOut = run(t, t.TempDir(), "daemon", "--metrics", "0.0.0.0:7463")
+	if !strings.Contains(errOut, "--metrics-public") || !strings.Contains(errOut, "127.0.0.1:7463") {
+		t.Errorf("exit %d, stderr %q: want the refusal to say how to proceed", exit, errOut)
 	}
 }
 

@@ -126,6 +126,8 @@ func TestValidate(t *testing.T) {
 		{"bad peer addr", func(f *File) { f.Peers[0].Addr = "host" }, "HOST:PORT"},
 		{"bad peer port", func(f *File) { f.Peers[0].Addr = "host:http" }, "port"},
 		{"bad listen", func(f *File) { f.Listen = "7462" }, "listen"},
+		{"bad metrics", func(f *File) { f.Metrics = "7463" }, "metrics"},
+		{"metrics", func(f *File) { f.Metrics = "127.0.0.1:7463" }, ""},
 		{"share name with slash", func(f *File) { f.Shares[0].Name = "a/b" }, "letters"},
 		{"share name with dot first", func(f *File) { f.Shares[0].Name = ".hidden" }, "not start"},
 		{"share name too long", func(f *File) { f.Shares[0].Name = strings.Repeat("s", 65) }, "1-64"},
@@ -213,6 +215,29 @@ func TestResolveListen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(EnvListen, tc.env)
 			if got := tc.file.ResolveListen(tc.flag); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResolveMetrics(t *testing.T) {
+	cases := []struct {
+		name      string
+		flag, env string
+		file      *File
+		want      string
+	}{
+		{"flag", ":1", ":2", &File{Metrics: ":3"}, ":1"},
+		{"env", "", ":2", &File{Metrics: ":3"}, ":2"},
+		{"file", "", "", &File{Metrics: ":3"}, ":3"},
+		{"off by default", "", "", &File{}, ""},
+		{"nil file", "", "", nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvMetrics, tc.env)
+			if got := tc.file.ResolveMetrics(tc.flag); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})

@@ -41,6 +41,10 @@ type File struct {
 	Listen string  `json:"listen,omitempty"` // peer listen address; empty means DefaultListen
 	Peers  []Peer  `json:"peers"`
 	Shares []Share `json:"shares"`
+	// Metrics is the address the daemon serves Prometheus metrics on; empty: none. It must be
+	// a loopback address unless MetricsPublic is set (docs/METRICS.md).
+	Metrics       string `json:"metrics,omitempty"`
+	MetricsPublic bool   `json:"metrics_public,omitempty"`
 }
 
 // Peer is a trusted device.
@@ -208,6 +212,21 @@ func (f *File) ResolveListen(flag string) string {
 	return DefaultListen
 }
 
+// ResolveMetrics returns the metrics listen address: flag if set, else $PEERFS_METRICS, else
+// the config file's Metrics; empty means no metrics. f may be nil.
+func (f *File) ResolveMetrics(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if v := os.Getenv(EnvMetrics); v != "" {
+		return v
+	}
+	if f != nil {
+		return f.Metrics
+	}
+	return ""
+}
+
 // Validate checks the rules the rest of peerfs relies on: peer names and IDs unique, peer
 // names of [a-z0-9._-], share names valid on the wire and unique, share paths absolute, and
 // every peer a share names configured. Errors wrap ErrInvalid.
@@ -215,6 +234,11 @@ func (f *File) Validate() error {
 	if f.Listen != "" {
 		if err := CheckAddr(f.Listen); err != nil {
 			return fmt.Errorf("%w: listen address %q: %v", ErrInvalid, f.Listen, err)
+		}
+	}
+	if f.Metrics != "" {
+		if err := CheckAddr(f.Metrics); err != nil {
+			return fmt.Errorf("%w: metrics address %q: %v", ErrInvalid, f.Metrics, err)
 		}
 	}
 	names := make(map[string]bool, len(f.Peers))

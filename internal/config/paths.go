@@ -16,8 +16,9 @@ import (
 
 // Environment variables read here. Flags win over them; they win over the config file.
 const (
-	EnvHome   = "PEERFS_HOME"   // one directory for everything, instead of the XDG layout
-	EnvListen = "PEERFS_LISTEN" // the daemon's peer listen address
+	EnvHome    = "PEERFS_HOME"    // one directory for everything, instead of the XDG layout
+	EnvListen  = "PEERFS_LISTEN"  // the daemon's peer listen address
+	EnvMetrics = "PEERFS_METRICS" // the daemon's metrics listen address (docs/METRICS.md)
 )
 
 // Paths are the directories one peerfs instance uses. Two instances with different Paths (two

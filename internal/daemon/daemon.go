@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/metrics"
 	"github.com/peerfs/peerfs/internal/node"
 )
 
@@ -24,12 +26,19 @@ type Options struct {
 	Paths  config.Paths
 	Listen string       // the --listen flag; empty falls back to $PEERFS_LISTEN, the config file, the default
 	Logger *slog.Logger // nil discards logs
+	// Metrics is the --metrics flag: where to serve Prometheus metrics; empty falls back to
+	// $PEERFS_METRICS, then the config file; none of them set means no metrics.
+	Metrics string
+	// MetricsPublic is --metrics-public: serve metrics on an address that is not loopback
+	// (the config file's metrics_public does the same).
+	MetricsPublic bool
 }
 
 // Run runs the daemon until ctx is done, then stops it and returns nil. It returns an error
 // if the daemon cannot start (no identity or config, a daemon already running for this home,
-// the listen address taken) or if the node or the API server fails. SIGHUP reloads the config
-// file. The control socket is removed on return.
+// the listen address taken, a metrics address refused or taken) or if the node or the API
+// server fails. SIGHUP reloads the config file (the metrics address is read at start only).
+// The control socket is removed on return.
 func Run(ctx context.Context, opts Options) error {
 	raiseProcs()
 	log := opts.Logger
@@ -56,6 +65,17 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer sock.Close()
 
+	// The metrics listener comes before the node's: a refused or taken address stops the
+	// daemon before it links to anyone.
+	var metricsLn net.Listener
+	if addr := cfg.ResolveMetrics(opts.Metrics); addr != "" {
+		metricsLn, err = metrics.Listen(addr, opts.MetricsPublic || cfg.MetricsPublic)
+		if err != nil {
+			return err
+		}
+		defer metricsLn.Close()
+	}
+
 	n, err := node.New(node.Options{
 		Paths:    p,
 		Identity: id,
@@ -79,6 +99,19 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { nodeDone <- n.Run(ctx) }()
 	apiDone := make(chan error, 1)
 	go func() { apiDone <- api.Serve(ctx, sock, n, log) }()
+	metricsDone := make(chan struct{})
+	if metricsLn != nil {
+		log.Info("serving metrics", "url", "http://"+metricsLn.Addr().String()+metrics.Path)
+		go func() {
+			defer close(metricsDone)
+			// Metrics are an aid: the daemon goes on without them.
+			if err := metrics.Serve(ctx, metricsLn, n, log); err != nil {
+				log.Error("metrics stopped", "err", err)
+			}
+		}()
+	} else {
+		close(metricsDone)
+	}
 
 	// Wait for the first of: ctx done, a part failing; then stop and wait for both parts.
 	var nodeErr, apiErr error
@@ -99,6 +132,7 @@ func Run(ctx context.Context, opts Options) error {
 			cancel()
 		}
 	}
+	<-metricsDone
 	if errors.Is(nodeErr, context.Canceled) {
 		nodeErr = nil
 	}
