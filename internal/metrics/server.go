@@ -42,7 +42,7 @@ func CheckAddr(addr string, public bool) error {
 	}
 	where := "host " + host
 	if host == "" {
-		where = "an empty host, every interface,"
+		where = "no host means every interface"
 	}
 	return fmt.Errorf("metrics address %q: %w (%s): other machines could read the metrics, which name "+
 		"your peers and mount points; listen on 127.0.0.1:%s, or pass --metrics-public (\"metrics_public\": true "+
