@@ -105,6 +105,13 @@ func TestMetricsPull(t *testing.T) {
 	}
 	s := serveMetrics(t, b)
 
+	// The link's first RTT is measured right after it opens (a PING, then its PONG).
+	for deadline := time.Now().Add(10 * time.Second); s.scrape().get("peerfs_peer_rtt_seconds", "peer", "alpha") <= 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no RTT for the link 10 s after it opened")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	before := s.scrape()
 	for _, name := range []string{"peerfs_peer_connected", "peerfs_peer_links", "peerfs_peer_rtt_seconds",
 		"peerfs_peer_received_bytes_total", "peerfs_peer_sent_bytes_total", "peerfs_transfers_total",
