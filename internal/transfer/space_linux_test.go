@@ -121,12 +121,15 @@ func sendIntoFullShare(t *testing.T, kind string) {
 		}
 	}
 	out.Abort()
+	// The owner writes what it took off the link before the abort and drops the frames still
+	// queued, so the part file holds at most the 1 MiB sent; what matters is that the 16 MiB
+	// reservation is given back.
 	part := filepath.Join(dst, ".gone.bin"+partSuffix)
 	var st syscall.Stat_t
 	if !waitFor(func() bool {
-		return syscall.Stat(part, &st) == nil && st.Size == 1<<20 && st.Blocks*512 <= 2<<20
+		return syscall.Stat(part, &st) == nil && st.Size <= 1<<20 && st.Blocks*512 <= 2<<20
 	}) {
-		t.Errorf("an abandoned 16 MiB PUT holding 1 MiB: its part file is %d bytes long and holds %d bytes of the disk 10 s later",
+		t.Errorf("an abandoned 16 MiB PUT of at most 1 MiB sent: its part file is %d bytes long and holds %d bytes of the disk 10 s later",
 			st.Size, st.Blocks*512)
 	}
 	if before, after := free, freeBytes(t, dst); before-after > 2<<20 {
