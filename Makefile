@@ -52,6 +52,7 @@ test: deps build
 	scripts/crosscheck.sh
 	scripts/wine-test.sh $(BIN)
 	$(GO) test -race -short -count=1 -p 1 ./...
+	$(GO) test -race -short -count=1 -tags fsnotifytest ./internal/watch/
 	$(GO) test -count=1 -timeout 20m ./internal/node/
 	$(GO) test -count=1 -timeout 20m ./cmd/...
 	$(MAKE) fuzz

@@ -1,11 +1,12 @@
 // Package watch turns changes on the owner's disk into coalesced change events for a share: it
-// watches the shared folder recursively (inotify on Linux) and hands each subscriber batches of
+// watches the shared folder recursively (inotify on Linux, inotify_linux.go; fsnotify's kqueue
+// or ReadDirectoryChangesW elsewhere, watch_fsnotify.go) and hands each subscriber batches of
 // wire.Event with share-relative paths. It sits on the owner side below internal/share, which
 // forwards the batches to peers as EVENTS frames; it imports nothing of peerfs but wire.
 //
 // Flow (one goroutine per hub, watchLoop):
 //
-//  1. read raw events from the kernel; keep one watch per directory, adding watches for new
+//  1. read raw events from the kernel (or fsnotify); keep one watch per directory, adding watches for new
 //     directories (and listing them, since files can be created before the watch exists) and
 //     dropping those of directories that are removed or moved out of the share. Events are
 //     read after the fact, so where they and the disk disagree, the disk as it is now wins;

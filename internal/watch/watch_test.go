@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -276,39 +274,6 @@ func TestSlowSubscriberGetsRescan(t *testing.T) {
 	}
 }
 
-func TestOverflowRewalks(t *testing.T) {
-	dir := t.TempDir()
-	check(t, os.Mkdir(filepath.Join(dir, "gone"), 0o755))
-	h := newHub(t, dir)
-	// Drive the watcher by hand, as watchLoop would, without reading the kernel's queue: what
-	// happens meanwhile is lost as it would be in an overflow.
-	h.b.init(DefaultDirLimit, MaxBatch)
-	h.w.walkAll()
-	if h.w.top.kids["gone"] == nil {
-		t.Fatal("existing directory not watched")
-	}
-	check(t, os.Remove(filepath.Join(dir, "gone")))
-	check(t, os.MkdirAll(filepath.Join(dir, "late/deeper"), 0o755))
-	h.b.note("something")
-
-	h.w.event(-1, unix.IN_Q_OVERFLOW, "")
-	if got := show(h.b.take(h.lookup)); !slices.Equal(got, []string{"R "}) {
-		t.Fatalf("after overflow: %q, want one rescan of the root", got)
-	}
-	late := h.w.top.kids["late"]
-	if late == nil || late.kids["deeper"] == nil {
-		t.Fatal("directory created during the overflow not watched")
-	}
-	if h.w.top.kids["gone"] != nil {
-		t.Fatal("directory removed during the overflow still in the tree")
-	}
-	for wd, n := range h.w.dirs {
-		if _, ok := h.w.path(n); !ok {
-			t.Fatalf("watch %d left outside the tree", wd)
-		}
-	}
-}
-
 // loops counts the running watchLoop goroutines once the count equals want or a while has
 // passed: a loop that has signalled its end may still be returning.
 func loops(want int) int {
@@ -414,12 +379,7 @@ func churn(t *testing.T, seed uint64) {
 		}
 		return err
 	}))
-	watched := map[string]bool{}
-	for _, n := range h.w.dirs {
-		if p, ok := h.w.path(n); ok && n != h.w.top {
-			watched[p] = true
-		}
-	}
+	watched := watchedDirs(h)
 	for p := range onDisk {
 		if !watched[p] {
 			t.Errorf("%s not watched", p)
@@ -430,5 +390,5 @@ func churn(t *testing.T, seed uint64) {
 			t.Errorf("%s watched but not on disk", p)
 		}
 	}
-	t.Logf("%d directories on disk, %d watches", len(onDisk), len(h.w.dirs))
+	t.Logf("%d directories on disk, %d watched", len(onDisk), len(watched))
 }
