@@ -186,6 +186,7 @@ func Message(err error) string {
 	var ref *refusal
 	var ro *readOnlyError
 	var nospace *prealloc.NoSpaceError
+	var named *nameError
 	switch {
 	case errors.As(err, &ro):
 		why = ro.Error()
@@ -193,6 +194,8 @@ func Message(err error) string {
 		why = ErrHardlink.Error()
 	case errors.As(err, &ref):
 		why = ref.why
+	case errors.As(err, &named):
+		why = named.why
 	case errors.As(err, &nospace):
 		// Numbers only: how much the upload needs and how much is free.
 		why = "no space left on the owner's device: " + strings.TrimPrefix(nospace.Error(), "no space left on device: ")

@@ -107,7 +107,7 @@ func (s *Share) Create(path string, mode uint32, flags uint32) (wire.Entry, erro
 func (s *Share) CreateWith(req wire.CreateReq) (wire.Entry, error) {
 	const op = "create"
 	path, mode, flags, off, data := req.Path, req.Mode, req.Flags, int64(req.Offset), req.Data
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkCreate(op, path); err != nil {
 		return wire.Entry{}, err
 	}
 	if path == "" {
@@ -364,7 +364,7 @@ func (s *Share) Rename(from, to string, flags uint32) error {
 	if err := s.checkWrite(op, from); err != nil {
 		return err
 	}
-	if err := s.checkWrite(op, to); err != nil {
+	if err := s.checkRenameTarget(op, from, to); err != nil {
 		return err
 	}
 	if flags&^(wire.RenameNoReplace|wire.RenameExchange) != 0 || flags == wire.RenameNoReplace|wire.RenameExchange {
@@ -404,7 +404,7 @@ func (s *Share) Link(from, to string) (wire.Entry, error) {
 	if err := s.checkWrite(op, from); err != nil {
 		return wire.Entry{}, err
 	}
-	if err := s.checkWrite(op, to); err != nil {
+	if err := s.checkCreate(op, to); err != nil {
 		return wire.Entry{}, err
 	}
 	if from == "" {

@@ -25,7 +25,7 @@ import (
 // so a link planted under the part name cannot redirect the upload.
 func (s *Share) CreatePart(path string, resume bool) (f *os.File, offset int64, err error) {
 	const op = "create"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkCreate(op, path); err != nil {
 		return nil, 0, err
 	}
 	if path == "" {
@@ -156,7 +156,7 @@ func (s *Share) RemovePart(path string) error {
 // non-directory, a symlink included, is EEXIST. The share root always exists.
 func (s *Share) Mkdir(path string, mode, flags uint32) error {
 	const op = "mkdir"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkCreate(op, path); err != nil {
 		return err
 	}
 	if path == "" {
@@ -184,7 +184,7 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 // is refused with EEXIST.
 func (s *Share) Symlink(path, target string, flags uint32) error {
 	const op = "symlink"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkCreate(op, path); err != nil {
 		return err
 	}
 	if path == "" {

@@ -48,6 +48,9 @@ func Pull(ctx context.Context, peer remote.Peer, share, remotePath, dest string,
 	}
 	target := dest
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+		if err := newNameGuard(path.Dir(remotePath)).refuse(base); err != nil {
+			return nil, err
+		}
 		target = filepath.Join(dest, base)
 	}
 	root, err := os.OpenRoot(filepath.Dir(target))
@@ -85,12 +88,13 @@ func Pull(ctx context.Context, peer remote.Peer, share, remotePath, dest string,
 }
 
 type puller struct {
-	peer   remote.Peer
-	share  string
-	root   *os.Root // the destination's parent; every local path is relative to it
-	opts   Options
-	c      *counters
-	inTree bool // directories are synced once at the end of the tree, not per file
+	peer    remote.Peer
+	share   string
+	root    *os.Root // the destination's parent; every local path is relative to it
+	opts    Options
+	c       *counters
+	inTree  bool    // directories are synced once at the end of the tree, not per file
+	refused []error // names this computer cannot hold, one error each; appended by walk only
 }
 
 type fileJob struct {
@@ -137,7 +141,10 @@ func (p *puller) tree(ctx context.Context, remoteDir, localDir string, st wire.E
 			return err
 		}
 	}
-	return p.syncDirs(dirs)
+	if err := p.syncDirs(dirs); err != nil {
+		return err
+	}
+	return errors.Join(p.refused...) // nil if every name could be held
 }
 
 // syncDirs syncs every directory of a pulled tree and the one holding it, once each and
@@ -163,8 +170,13 @@ func (p *puller) walk(ctx context.Context, remoteDir, localDir string, st wire.E
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", remoteDir, err)
 	}
+	names := newNameGuard(remoteDir)
 	for _, e := range entries {
 		r, l := wire.Join(remoteDir, e.Name), localDir+"/"+e.Name
+		if err := names.refuse(e.Name); err != nil {
+			p.refused = append(p.refused, err) // the rest of the tree is still pulled
+			continue
+		}
 		switch {
 		case e.IsDir():
 			if err := p.walk(ctx, r, l, e, jobs, dirs); err != nil {
