@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin && !freebsd && !windows
 
 package watch
 
@@ -9,37 +9,6 @@ import (
 )
 
 // EntryOf converts what lstat or fstat returned into the attributes peers see, from the
-// portable fields only (type, permission and set-id bits, size, mtime): elsewhere the stat_t
-// layout differs, and internal/share describes files the same way there, so an event's Entry
+// portable fields only. internal/share describes files with it off Linux, so an event's Entry
 // still stands in for a STAT.
-func EntryOf(fi fs.FileInfo) wire.Entry {
-	m := fi.Mode()
-	var mode uint32
-	switch m.Type() {
-	case fs.ModeDir:
-		mode = wire.ModeDir
-	case 0:
-		mode = wire.ModeRegular
-	case fs.ModeSymlink:
-		mode = wire.ModeSymlink
-	case fs.ModeNamedPipe:
-		mode = wire.ModeFIFO
-	case fs.ModeSocket:
-		mode = wire.ModeSocket
-	case fs.ModeDevice | fs.ModeCharDevice:
-		mode = wire.ModeChar
-	case fs.ModeDevice:
-		mode = wire.ModeBlock
-	}
-	mode |= uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= 0o1000
-	}
-	return wire.Entry{Mode: mode, Size: uint64(max(fi.Size(), 0)), MtimeNs: fi.ModTime().UnixNano()}
-}
+func EntryOf(fi fs.FileInfo) wire.Entry { return portableEntry(fi) }
