@@ -45,8 +45,9 @@ var watchBudget = defaultBudget
 // wins: a directory is placed only after Lstat shows one there, and an event saying a name was
 // created, removed or renamed unwatches whatever was watched there and walks it again.
 type watcher struct {
-	h  *Hub
-	fw *fsnotify.Watcher
+	h      *Hub
+	fw     *fsnotify.Watcher
+	queued chan queued // fsnotify's events and errors, from pumpLoop; closed when fw is
 
 	// Owned by the first Subscribe's walk, then by watchLoop.
 	dirs   map[string]*watchedDir // "" is the folder itself
@@ -56,6 +57,16 @@ type watcher struct {
 	warned bool                   // the budget or the system's limit was reported once
 	erred  bool                   // an fsnotify error was reported once
 }
+
+// queued is one of fsnotify's events, or one of its errors.
+type queued struct {
+	ev  fsnotify.Event
+	err error
+}
+
+// maxQueued bounds the events pumpLoop holds for watchLoop (a few MiB at most); past it they
+// are dropped for one overflow, which rescans the share, as a kernel queue overflow does.
+const maxQueued = 1 << 16
 
 // watchedDir is one directory of the tree, watched by fsnotify or polled.
 type watchedDir struct {
@@ -77,7 +88,7 @@ func newWatcher(h *Hub) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{h: h, fw: fw, dirs: make(map[string]*watchedDir)}
+	w := &watcher{h: h, fw: fw, dirs: make(map[string]*watchedDir), queued: make(chan queued)}
 	fi, err := h.root.Lstat(".")
 	if err == nil && !fi.IsDir() {
 		err = errors.New("not a directory")
@@ -91,7 +102,49 @@ func newWatcher(h *Hub) (*watcher, error) {
 	}
 	w.dirs[""] = &watchedDir{cost: 1, kids: make(map[string]*watchedDir)}
 	w.spent = 1
+	h.loops.Add(1)
+	go w.pumpLoop()
 	return w, nil
+}
+
+// pumpLoop moves fsnotify's events and errors into a queue of its own, so that fsnotify's
+// goroutine never waits for watchLoop. On Windows that goroutine also serves Add, which
+// watchLoop and the first walk call: were it blocked handing over an event while they wait
+// for its answer, both would wait for good. It ends when fsnotify closes its channels.
+func (w *watcher) pumpLoop() {
+	defer w.h.loops.Done()
+	defer close(w.queued)
+	var queue []queued
+	overflow := func() { queue = append(queue[:0], queued{err: fsnotify.ErrEventOverflow}) }
+	for {
+		var out chan<- queued
+		var next queued
+		if len(queue) > 0 {
+			out, next = w.queued, queue[0]
+		}
+		select {
+		case ev, ok := <-w.fw.Events:
+			if !ok {
+				return
+			}
+			if len(queue) >= maxQueued {
+				overflow()
+			} else {
+				queue = append(queue, queued{ev: ev})
+			}
+		case err, ok := <-w.fw.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				overflow() // what was queued is covered by the rescan
+			} else {
+				queue = append(queue, queued{err: err})
+			}
+		case out <- next:
+			queue = queue[1:]
+		}
+	}
 }
 
 func (w *watcher) close() { w.fw.Close() }
@@ -359,24 +412,21 @@ func (h *Hub) watchLoop() {
 	timing := false
 	for {
 		select {
-		case ev, ok := <-w.fw.Events:
-			if !ok {
+		case q, ok := <-w.queued:
+			switch {
+			case !ok:
 				return
-			}
-			w.event(ev)
-		case err, ok := <-w.fw.Errors:
-			if !ok {
-				return
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
+			case q.err == nil:
+				w.event(q.ev)
+			case errors.Is(q.err, fsnotify.ErrEventOverflow):
 				// Directories may have come, gone and been replaced unseen: every watch
 				// below the folder is placed again.
 				h.b.rescanAll()
 				w.unwatch("")
 				w.walkAll()
-			} else if !w.erred {
+			case !w.erred:
 				w.erred = true
-				h.log.Warn("change events may be missing", "dir", h.dir, "err", err)
+				h.log.Warn("change events may be missing", "dir", h.dir, "err", q.err)
 			}
 		case <-window.C:
 			h.flush()

@@ -3,11 +3,15 @@
 package watch
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -107,4 +111,43 @@ func TestFsnotifyOverflowRewalks(t *testing.T) {
 	if h.w.spent != 3 {
 		t.Fatalf("budget spent %d, want 3 (the folder and two directories)", h.w.spent)
 	}
+}
+
+// TestPumpNeverBlocksFsnotify: fsnotify hands over events without waiting for watchLoop (on
+// Windows its goroutine also serves Add, so waiting would deadlock a walk), and a backlog past
+// maxQueued becomes one overflow followed by what came after it.
+func TestPumpNeverBlocksFsnotify(t *testing.T) {
+	events, errs := make(chan fsnotify.Event), make(chan error)
+	h := &Hub{}
+	w := &watcher{h: h, fw: &fsnotify.Watcher{Events: events, Errors: errs}, queued: make(chan queued)}
+	h.loops.Add(1)
+	go w.pumpLoop()
+	const after = 10
+	for i := range maxQueued + 1 + after { // nothing reads w.queued meanwhile
+		select {
+		case events <- fsnotify.Event{Name: fmt.Sprint(i), Op: fsnotify.Write}:
+		case <-time.After(waitLimit):
+			t.Fatalf("fsnotify blocked handing over event %d", i)
+		}
+	}
+	first := <-w.queued
+	if !errors.Is(first.err, fsnotify.ErrEventOverflow) {
+		t.Fatalf("first queued item %+v, want the overflow", first)
+	}
+	for i := range after {
+		q := <-w.queued
+		if want := fmt.Sprint(maxQueued + 1 + i); q.err != nil || q.ev.Name != want {
+			t.Fatalf("queued item %+v, want event %s", q, want)
+		}
+	}
+	errs <- fsnotify.ErrEventOverflow
+	if q := <-w.queued; !errors.Is(q.err, fsnotify.ErrEventOverflow) {
+		t.Fatalf("fsnotify's overflow queued as %+v", q)
+	}
+	close(events)
+	close(errs)
+	if _, ok := <-w.queued; ok {
+		t.Fatal("queue still open after fsnotify closed")
+	}
+	h.loops.Wait()
 }
