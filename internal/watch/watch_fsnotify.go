@@ -47,6 +47,7 @@ var watchBudget = defaultBudget
 type watcher struct {
 	h      *Hub
 	fw     *fsnotify.Watcher
+	base   string      // the folder's path with symlinks resolved, as fsnotify names events
 	queued chan queued // fsnotify's events and errors, from pumpLoop; closed when fw is
 
 	// Owned by the first Subscribe's walk, then by watchLoop.
@@ -88,13 +89,18 @@ func newWatcher(h *Hub) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{h: h, fw: fw, dirs: make(map[string]*watchedDir), queued: make(chan queued)}
+	w := &watcher{h: h, fw: fw, base: h.dir, dirs: make(map[string]*watchedDir), queued: make(chan queued)}
+	// kqueue's fsnotify resolves a symlink it is asked to watch and names events by the
+	// target: the folder's own path may be one (the owner's choice, as on Linux).
+	if real, err := filepath.EvalSymlinks(h.dir); err == nil {
+		w.base = real
+	}
 	fi, err := h.root.Lstat(".")
 	if err == nil && !fi.IsDir() {
 		err = errors.New("not a directory")
 	}
 	if err == nil {
-		err = addWatch(fw, h.dir)
+		err = addWatch(fw, w.base)
 	}
 	if err != nil {
 		fw.Close()
@@ -155,12 +161,12 @@ func (w *watcher) close() { w.fw.Close() }
 // described through os.Root (lookup), which refuses to follow the link out, so nothing of the
 // outside reaches a peer.
 func (w *watcher) abs(path string) string {
-	return filepath.Join(w.h.dir, filepath.FromSlash(path))
+	return filepath.Join(w.base, filepath.FromSlash(path))
 }
 
 // rel is the share-relative path of an event's name, or false if it lies outside the folder.
 func (w *watcher) rel(name string) (string, bool) {
-	r, err := filepath.Rel(w.h.dir, name)
+	r, err := filepath.Rel(w.base, name)
 	if err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
 		return "", false
 	}

@@ -329,3 +329,16 @@ func churn(t *testing.T, seed uint64) {
 	}
 	t.Logf("%d directories on disk, %d watched", len(onDisk), len(watched))
 }
+
+// TestFolderThroughSymlink: a folder shared by a path that is itself a symlink reports its
+// changes under share-relative paths (kqueue's fsnotify names events by the link's target).
+func TestFolderThroughSymlink(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	check(t, os.Symlink(real, link))
+	r := newReader(t, newHub(t, link))
+	check(t, os.Mkdir(filepath.Join(real, "d"), 0o755))
+	r.wait(wire.EventChanged, "d")
+	check(t, os.WriteFile(filepath.Join(real, "d", "f"), nil, 0o644))
+	r.wait(wire.EventChanged, "d/f")
+}
