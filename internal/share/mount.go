@@ -309,6 +309,7 @@ func (s *Share) Rmdir(path string) error {
 	if path == "" {
 		return fail(op, path, errnoErr("the share root cannot be removed", syscall.EBUSY))
 	}
+	defer s.w.release(path)() // a watch's handle would keep the directory pending on Windows
 	return s.unlinkAt(op, path, atRemoveDir)
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -93,4 +94,39 @@ func tempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestRmdirOfWatchedDirectory: a directory the share's change watching holds a handle on is
+// removed at once, not left pending deletion with its name taken (as Wine, FAT and network
+// shares would while a handle is open).
+func TestRmdirOfWatchedDirectory(t *testing.T) {
+	dir := tempDir(t)
+	s, err := Open("t", dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sub, err := s.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := os.MkdirAll(filepath.Join(dir, "d", "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for seen := false; !seen; { // the watcher has placed d/e once it reports it
+		select {
+		case batch := <-sub.C():
+			for _, ev := range batch {
+				seen = seen || ev.Path == "d/e"
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("d/e never reported")
+		}
+	}
+	wantCode(t, "rmdir d/e", s.Rmdir("d/e"), 0)
+	wantCode(t, "rmdir d", s.Rmdir("d"), 0)
+	if _, err := os.Lstat(filepath.Join(dir, "d")); !os.IsNotExist(err) {
+		t.Fatalf("d still there after its removal: %v", err)
+	}
 }

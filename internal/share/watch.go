@@ -32,6 +32,19 @@ func (w *watchState) close() {
 	}
 }
 
+// release drops the watcher's hold on the directory at path and below while it is removed
+// (watch.Hub.Release); the returned function, which the caller must call once the removal is
+// done, watches what is still there again. Without a watcher it does nothing.
+func (w *watchState) release(path string) (rewatch func()) {
+	w.mu.Lock()
+	hub := w.hub
+	w.mu.Unlock()
+	if hub == nil {
+		return func() {}
+	}
+	return hub.Release(path)
+}
+
 // Subscribe returns a subscriber to the share's changes, as batches of events with
 // share-relative paths whose entries are what Stat would return. The first subscription walks
 // the folder to watch every directory (on a large tree this takes a while); any change made

@@ -104,6 +104,9 @@ func newWatcher(h *Hub) (*watcher, error) {
 
 func (w *watcher) close() { w.f.Close() }
 
+// release: an inotify watch does not keep a directory from being removed.
+func (w *watcher) release(string) func() { return func() {} }
+
 // addWatch places a watch on the opened directory d (at share-relative path). Through
 // /proc/self/fd the watch lands on exactly the directory os.Root opened, so it can never be
 // placed outside the share; without /proc it falls back to the absolute path, not following a

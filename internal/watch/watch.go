@@ -147,6 +147,14 @@ func (h *Hub) start() {
 	go h.watchLoop()
 }
 
+// Release drops the watches on the directory at path (share-relative) and everything below
+// it, for a caller about to remove it, and returns the function that places them again where
+// the directory is still there (the removal failed), which the caller must call. On Windows
+// a watch holds an open handle, and a directory with one stays pending deletion, its name
+// still taken, until the handle closes, on file systems without POSIX delete semantics (FAT,
+// exFAT, network shares, Wine). Where watches hold no handle (inotify) it does nothing.
+func (h *Hub) Release(path string) (rewatch func()) { return h.w.release(path) }
+
 // Close stops watching, closes every subscriber's channel and waits for watchLoop. It is safe
 // to call more than once.
 func (h *Hub) Close() {

@@ -47,8 +47,11 @@ var watchBudget = defaultBudget
 type watcher struct {
 	h      *Hub
 	fw     *fsnotify.Watcher
-	base   string      // the folder's path with symlinks resolved, as fsnotify names events
-	queued chan queued // fsnotify's events and errors, from pumpLoop; closed when fw is
+	base   string        // the folder's path with symlinks resolved, as fsnotify names events
+	queued chan queued   // fsnotify's events and errors, from pumpLoop; closed when fw is
+	asks   chan ask      // Release's requests, served by watchLoop
+	ended  chan struct{} // closed by close: no watchLoop will serve a request any more
+	gone   chan struct{} // closed when watchLoop returns
 
 	// Owned by the first Subscribe's walk, then by watchLoop.
 	dirs   map[string]*watchedDir // "" is the folder itself
@@ -57,6 +60,14 @@ type watcher struct {
 	closed bool                   // fsnotify said it was closed: walks give up
 	warned bool                   // the budget or the system's limit was reported once
 	erred  bool                   // an fsnotify error was reported once
+}
+
+// ask is a request of Release: drop the watches at path and below, or place them again; done is
+// closed once watchLoop has.
+type ask struct {
+	path    string
+	rewatch bool
+	done    chan struct{}
 }
 
 // queued is one of fsnotify's events, or one of its errors.
@@ -89,7 +100,8 @@ func newWatcher(h *Hub) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{h: h, fw: fw, base: h.dir, dirs: make(map[string]*watchedDir), queued: make(chan queued)}
+	w := &watcher{h: h, fw: fw, base: h.dir, dirs: make(map[string]*watchedDir), queued: make(chan queued),
+		asks: make(chan ask), ended: make(chan struct{}), gone: make(chan struct{})}
 	// kqueue's fsnotify resolves a symlink it is asked to watch and names events by the
 	// target: the folder's own path may be one (the owner's choice, as on Linux).
 	if real, err := filepath.EvalSymlinks(h.dir); err == nil {
@@ -153,7 +165,28 @@ func (w *watcher) pumpLoop() {
 	}
 }
 
-func (w *watcher) close() { w.fw.Close() }
+func (w *watcher) close() {
+	close(w.ended)
+	w.fw.Close()
+}
+
+// release has watchLoop drop the watches at path and below (Hub.Release), waiting for it; the
+// function it returns has watchLoop place them again if the directory is still there.
+func (w *watcher) release(path string) func() {
+	w.ask(ask{path: path})
+	return func() { w.ask(ask{path: path, rewatch: true}) }
+}
+
+// ask hands a request to watchLoop and waits until it was served, or the hub closed.
+func (w *watcher) ask(a ask) {
+	a.done = make(chan struct{})
+	select {
+	case w.asks <- a:
+		<-a.done
+	case <-w.ended:
+	case <-w.gone:
+	}
+}
 
 // abs is the host path of the share-relative path: fsnotify watches by path. A watch is added
 // only where Lstat through os.Root showed a directory, not a symlink; should a symlink replace
@@ -410,6 +443,7 @@ func (h *Hub) watchLoop() {
 	h.log.Debug("watchLoop started", "dir", h.dir)
 	defer h.log.Debug("watchLoop stopped", "dir", h.dir)
 	w := h.w
+	defer close(w.gone)
 	window := time.NewTimer(h.Window)
 	window.Stop()
 	defer window.Stop()
@@ -434,6 +468,13 @@ func (h *Hub) watchLoop() {
 				w.erred = true
 				h.log.Warn("change events may be missing", "dir", h.dir, "err", q.err)
 			}
+		case a := <-w.asks:
+			if a.rewatch {
+				w.walk(a.path, true)
+			} else {
+				w.unwatch(a.path)
+			}
+			close(a.done)
 		case <-window.C:
 			h.flush()
 			timing = false

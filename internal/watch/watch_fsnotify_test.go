@@ -151,3 +151,27 @@ func TestPumpNeverBlocksFsnotify(t *testing.T) {
 	}
 	h.loops.Wait()
 }
+
+// TestRelease: Release drops the watches at a path and below; its rewatch places them again
+// where the directory is still there, and not where it was removed.
+func TestRelease(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"keep/sub", "gone/sub"} {
+		check(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	h := newHub(t, dir)
+	r := newReader(t, h)
+	rewatch := h.Release("keep")
+	rewatch() // the removal failed: keep is there
+	rewatch = h.Release("gone")
+	check(t, os.RemoveAll(filepath.Join(dir, "gone")))
+	rewatch()
+	r.wait(wire.EventRemoved, "gone")
+	check(t, os.WriteFile(filepath.Join(dir, "keep/sub/f"), nil, 0o644))
+	r.wait(wire.EventChanged, "keep/sub/f")
+	h.Close()
+	if got := watchedDirs(h); len(got) != 2 || !got["keep"] || !got["keep/sub"] {
+		t.Fatalf("watched after the releases: %v, want keep and keep/sub", got)
+	}
+	h.Release("keep")() // after Close: returns at once
+}
