@@ -215,7 +215,8 @@ func (w *watcher) walkAll() {
 	w.gen++
 	top := w.dirs[""]
 	top.gen = w.gen
-	w.scan("", top, false)
+	entries, _ := w.list("")
+	w.scan("", entries, false)
 	var stale []string
 	for path, d := range w.dirs {
 		if d.gen != w.gen {
@@ -242,21 +243,21 @@ func (w *watcher) walk(path string, report bool) {
 	if err != nil || !fi.IsDir() {
 		return // gone again, or a symlink: never watched through
 	}
+	entries, _ := w.list(path)
 	d := w.dirs[path]
 	if d == nil {
 		d = &watchedDir{kids: make(map[string]*watchedDir)}
 		w.dirs[path] = d
 		parent.kids[baseName(path)] = d
-		w.place(path, d)
+		w.place(path, d, entries)
 	}
 	d.gen = w.gen
-	w.scan(path, d, report)
+	w.scan(path, entries, report)
 }
 
 // place adds a watch on the directory at path if the budget allows, and otherwise polls it,
 // starting from its listing as it is now.
-func (w *watcher) place(path string, d *watchedDir) {
-	entries, _ := w.list(path)
+func (w *watcher) place(path string, d *watchedDir, entries []fs.DirEntry) {
 	cost := 1 + entryCost*len(entries)
 	if w.spent+cost <= watchBudget {
 		err := addWatch(w.fw, w.abs(path))
@@ -286,10 +287,9 @@ func (w *watcher) warnLimit(path string, err error) {
 	}
 }
 
-// scan walks the subdirectories of the placed directory d at path, noting every entry with
-// report.
-func (w *watcher) scan(path string, d *watchedDir, report bool) {
-	entries, _ := w.list(path)
+// scan walks the subdirectories in entries, the listing of the placed directory at path,
+// noting every entry with report.
+func (w *watcher) scan(path string, entries []fs.DirEntry, report bool) {
 	for _, e := range entries {
 		p := wire.Join(path, e.Name())
 		if len(p) > wire.MaxPathLen {
