@@ -3,9 +3,46 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// createClose creates path with open(2) flags and mode and closes it at once, recording the
+// open's errno under label.
+func createClose(o obs, label, path string, flags int, mode uint32) {
+	fd, err := unix.Open(path, flags|unix.O_CREAT|unix.O_CLOEXEC, mode)
+	o(label, errnoName(err))
+	if err == nil {
+		o(label+" close", errnoName(unix.Close(fd)))
+	}
+}
+
+// statObs records what stat says of path: its errno, and its type, mode and size.
+func statObs(o obs, label, path string) {
+	var st unix.Stat_t
+	err := unix.Lstat(path, &st)
+	o(label, errnoName(err))
+	if err == nil {
+		o(label+" mode", modeString(st.Mode))
+		o(label+" size", st.Size)
+		o(label+" nlink", st.Nlink)
+	}
+}
+
+// modeString shows a st_mode in octal, type bits included.
+func modeString(m uint32) string { return "0" + formatOctal(m) }
+
+func formatOctal(m uint32) string {
+	if m == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; m > 0; m >>= 3 {
+		b = append([]byte{byte('0' + m&7)}, b...)
+	}
+	return string(b)
+}
 
 func init() {
 	register("create/excl-twice", func(dir string, o obs) {
@@ -20,11 +57,58 @@ func init() {
 		}
 		_, err = unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644)
 		o("second", errnoName(err))
-		fi, err := os.Stat(p)
-		o("stat", errnoName(err))
-		if err == nil {
-			o("size", fi.Size())
-			o("mode", fi.Mode().String())
+		statObs(o, "stat", p)
+	})
+
+	// A lock or temp file made with open(O_CREAT|O_RDONLY) and nothing written, removed and
+	// made again under the same name, must stay (it once vanished from the mount a second
+	// later, never having reached the owner).
+	register("create/rdonly-unlink-recreate", func(dir string, o obs) {
+		p := filepath.Join(dir, "lock")
+		for i := range 3 {
+			createClose(o, "create", p, unix.O_RDONLY, 0o644)
+			statObs(o, "after create", p)
+			if i < 2 {
+				o("unlink", errnoName(unix.Unlink(p)))
+			}
 		}
+		// Change events from the owner arrive within this time (tens of milliseconds).
+		time.Sleep(1500 * time.Millisecond)
+		statObs(o, "a while later", p)
+		entries, err := os.ReadDir(dir)
+		o("readdir", errnoName(err))
+		o("entries", len(entries))
+	})
+
+	// The same with the file kept open across the removal of its predecessor's name.
+	register("create/wronly-empty-unlink-recreate", func(dir string, o obs) {
+		p := filepath.Join(dir, "tmp")
+		for range 3 {
+			createClose(o, "create", p, unix.O_WRONLY|unix.O_TRUNC, 0o600)
+			o("unlink", errnoName(unix.Unlink(p)))
+		}
+		createClose(o, "create", p, unix.O_WRONLY|unix.O_TRUNC, 0o600)
+		time.Sleep(1500 * time.Millisecond)
+		statObs(o, "a while later", p)
+	})
+}
+
+func init() {
+	// A file created and still open, nothing written, while the owner's event for the
+	// removal of the name's previous file arrives.
+	register("create/open-across-old-removal", func(dir string, o obs) {
+		p := filepath.Join(dir, "f")
+		createClose(o, "create", p, unix.O_RDONLY, 0o644)
+		o("unlink", errnoName(unix.Unlink(p)))
+		fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		o("create again", errnoName(err))
+		time.Sleep(1500 * time.Millisecond)
+		statObs(o, "while open", p)
+		entries, _ := os.ReadDir(dir)
+		o("entries while open", len(entries))
+		if err == nil {
+			o("close", errnoName(unix.Close(fd)))
+		}
+		statObs(o, "after close", p)
 	})
 }

@@ -538,7 +538,9 @@ var _ = (fs.FileFlusher)((*Handle)(nil))
 func (h *Handle) Flush(ctx context.Context) syscall.Errno {
 	h.n.root.stats.flush.Add(0)
 	if !h.writable {
-		return 0
+		// A file created here by an open for reading (a lock file) still reaches the owner
+		// at its close, as a written one does (create.go).
+		return h.n.ensureCreated(ctx)
 	}
 	return h.n.flush(ctx)
 }

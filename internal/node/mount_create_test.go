@@ -285,3 +285,33 @@ func TestMountMkdirSymlinkNameTakenOnOwner(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMountCreateRecreateReachesOwner: a file created with open(O_CREAT|O_RDONLY) and closed
+// with nothing written is on the owner when close returns, also when its name was just
+// unlinked, and the mount and the owner still agree once the unlink's change event came back
+// (such a file once stayed in the mount only, and vanished from it at that event).
+func TestMountCreateRecreateReachesOwner(t *testing.T) {
+	m := mountShare(t)
+	dir, owned := createdDir(t, m, "locks")
+	p := filepath.Join(dir, "lock")
+	for i := range 3 {
+		f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ownerHas(t, filepath.Join(owned, "lock"), []byte{})
+		if i < 2 {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // the unlinks' change events arrive meanwhile
+	if _, err := os.Stat(p); err != nil {
+		t.Errorf("the mount lost the file: %v", err)
+	}
+	ownerHas(t, filepath.Join(owned, "lock"), []byte{})
+}
