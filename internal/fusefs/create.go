@@ -12,8 +12,11 @@ package fusefs
 // Until then the file lives in the mount. Its Node holds a provisional entry with an inode
 // number from a range the owner's filesystems do not hand out (localInoBase and up), and every
 // operation that must reach the owner with its path creates it there first (ensureCreated).
-// The kernel keeps the provisional number for as long as it keeps the inode; meanwhile the
-// owner's number maps to it (Root.kernelIno), so listings and hard links show one file.
+// The file keeps the provisional number for its life in the mount: once it is on the owner,
+// the owner's number maps to it (Root.kernelIno), so listings, hard links and lookups after
+// the kernel forgot the inode show one file with one number (st_ino must not change under
+// git, rsync -H, tar or find -inum). The map loses the entry when the file is unlinked
+// through the mount; it lives no longer than the mount (a remount shows the owner's number).
 //
 // The CREATE carries the open's flags, so it does what the open would have done had it reached
 // the owner then. An error the owner gives (an exclusive open's name was taken there
@@ -230,30 +233,28 @@ func (r *Root) aliasIno(ownerIno, local uint64) {
 	r.aliasMu.Unlock()
 }
 
+// dropAlias forgets the provisional number of the owner's inode ino, once the file is gone:
+// the owner may give the number to another file. Until then the alias outlives the kernel's
+// inode, so a file keeps its st_ino for its whole life in the mount.
+func (r *Root) dropAlias(ino uint64) {
+	r.aliasMu.Lock()
+	delete(r.aliases, ino)
+	r.aliasMu.Unlock()
+}
+
 var _ = (fs.NodeOnForgetter)((*Node)(nil))
 
-// OnForget drops the alias of a file created here once the kernel forgot its inode: a later
-// lookup makes an inode with the owner's number. A file that never reached the owner (its
-// every flush failed, and the application was told at close) stops counting in its folder.
+// OnForget: a file that never reached the owner (its every flush failed, and the application
+// was told at close) stops counting in its folder once the kernel forgot it.
 func (n *Node) OnForget() {
 	n.mu.Lock()
 	opens := n.opens
 	n.mu.Unlock()
 	n.createMu.Lock()
-	owner := n.ownerIno
 	if c := n.creating; c != nil && c.err == nil && opens == 0 {
 		n.lose(c, errors.New("forgotten before it reached the owner"))
 	}
 	n.createMu.Unlock()
-	if owner == 0 {
-		return
-	}
-	r := n.root
-	r.aliasMu.Lock()
-	if r.aliases[owner] == n.StableAttr().Ino {
-		delete(r.aliases, owner)
-	}
-	r.aliasMu.Unlock()
 }
 
 // listLocalKids adds to a listing of directory n the files created here that the owner does

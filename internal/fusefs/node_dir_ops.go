@@ -188,9 +188,13 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		}
 		return errno
 	}
+	before, known := n.root.replica.Stat(p)
 	n.root.stats.roundTrips.Add(1)
 	if err := n.root.owner.Unlink(ctx, p); err != nil {
 		return toErrno(err)
+	}
+	if known && before.Nlink <= 1 {
+		n.root.dropAlias(before.Ino)
 	}
 	n.root.replica.Remove(p)
 	n.root.forgetContent(p)
