@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -110,5 +111,55 @@ func init() {
 			o("close", errnoName(unix.Close(fd)))
 		}
 		statObs(o, "after close", p)
+	})
+}
+
+// createModes are the modes asked for by the mode cases: none, all and the usual ones. The
+// set-user-ID, set-group-ID and sticky bits of regular files follow the owner's policy for
+// chmod (share.fileMode) and have cases of their own with it.
+var createModes = []uint32{0, 0o777, 0o644, 0o600, 0o640, 0o755, 0o750, 0o111}
+
+// mkdirModes add the bits mkdir(2) takes beyond the permission bits (sticky; set-user-ID
+// and set-group-ID it ignores).
+var mkdirModes = append([]uint32{0o1777, 0o7777, 0o2755}, createModes...)
+
+func init() {
+	// The file's mode is the mode asked for less the umask, exactly (0000 stays 0000).
+	for _, umask := range []int{0o022, 0o077, 0, 0o027} {
+		register(fmt.Sprintf("create/mode-umask-%03o", umask), func(dir string, o obs) {
+			unix.Umask(umask)
+			for _, mode := range createModes {
+				for _, flags := range []int{unix.O_WRONLY, unix.O_RDONLY, unix.O_RDWR | unix.O_EXCL} {
+					p := filepath.Join(dir, fmt.Sprintf("f%o-%d", mode, flags))
+					label := fmt.Sprintf("open %#o flags %#x", mode, flags)
+					createClose(o, label, p, flags, mode)
+					statObs(o, label+" stat", p)
+				}
+			}
+			for _, mode := range mkdirModes {
+				p := filepath.Join(dir, fmt.Sprintf("d%o", mode))
+				label := fmt.Sprintf("mkdir %#o", mode)
+				o(label, errnoName(unix.Mkdir(p, mode)))
+				statObs(o, label+" stat", p)
+			}
+		})
+	}
+
+	// A file written before close keeps its mode too.
+	register("create/mode-written", func(dir string, o obs) {
+		for _, mode := range createModes {
+			p := filepath.Join(dir, fmt.Sprintf("f%o", mode))
+			fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, mode)
+			o(fmt.Sprintf("open %#o", mode), errnoName(err))
+			if err != nil {
+				continue
+			}
+			var st unix.Stat_t
+			unix.Fstat(fd, &st)
+			o("fstat while open", modeString(st.Mode))
+			unix.Write(fd, []byte("data"))
+			o("close", errnoName(unix.Close(fd)))
+			statObs(o, "stat", p)
+		}
 	})
 }

@@ -233,6 +233,8 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
 		NegativeTimeout: &neg,
+		// Modes as the owner has them: go-fuse would show a file of mode 0000 as 0644.
+		NullPermissions: true,
 		UID:             r.opts.UID,
 		GID:             r.opts.GID,
 		Logger:          nil,

@@ -89,8 +89,9 @@ func (s *Share) inline(path string, e *wire.Entry, max int) {
 }
 
 // Create creates the regular file path with the permission bits mode and returns its Entry.
-// Set-user-ID, set-group-ID and sticky are dropped (fileMode) and the owner's umask applies, as
-// for open(2). Without wire.CreateExclusive an existing regular file is opened instead, and
+// Set-user-ID, set-group-ID and sticky are dropped (fileMode); the owner's umask does not
+// apply: the mount's kernel applied its caller's umask to mode, and a new file has exactly the
+// mode it would have on a local disk (0000 stays 0000). Without wire.CreateExclusive an existing regular file is opened instead, and
 // emptied with wire.CreateTruncate; a final symlink is then followed only while it stays inside
 // the share, so a dangling link inside creates its target, as open(2) with O_CREAT would. With
 // CreateExclusive any existing name, a symlink included, is EEXIST. A directory at path is
@@ -120,15 +121,25 @@ func (s *Share) CreateWith(req wire.CreateReq) (wire.Entry, error) {
 		return wire.Entry{}, err
 	}
 	flag := os.O_WRONLY | os.O_CREATE
-	if flags&wire.CreateExclusive != 0 {
-		flag |= os.O_EXCL
-	}
 	if flags&wire.CreateTruncate != 0 {
 		flag |= os.O_TRUNC
 	}
-	f, err := s.openRegularPerm(op, path, flag, fileMode(mode, false))
+	// Exclusive first, so the owner knows whether this call made the file: only a new file
+	// takes the mode asked for.
+	perm := fileMode(mode, false)
+	f, err := s.openRegularPerm(op, path, flag|os.O_EXCL, perm)
+	created := err == nil
+	if errors.Is(err, fs.ErrExist) && flags&wire.CreateExclusive == 0 {
+		f, err = s.openRegularPerm(op, path, flag, perm)
+	}
 	if err != nil {
 		return wire.Entry{}, err
+	}
+	if created {
+		if err := exactMode(f, perm); err != nil {
+			f.Close()
+			return wire.Entry{}, fail(op, path, err)
+		}
 	}
 	if len(data) > 0 {
 		_, unlock, err := lockedWrite(op, path, f, off, data)
@@ -237,6 +248,21 @@ func (s *Share) closeWithEntry(op, path string, f *os.File) (wire.Entry, error) 
 		return wire.Entry{}, fail(op, path, err)
 	}
 	return entryFromInfo(fi), nil
+}
+
+// exactMode gives the open file f, just created, the permission bits perm where the owner's
+// umask took some away, keeping a set-group-ID bit the file system gave it (a directory
+// inherits it from a set-group-ID parent).
+func exactMode(f *os.File, perm fs.FileMode) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	want := perm | fi.Mode()&fs.ModeSetgid
+	if fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) == want {
+		return nil
+	}
+	return f.Chmod(want)
 }
 
 // openRegularPerm is openRegular for an open that may create path (valid, not the root) with

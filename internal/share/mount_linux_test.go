@@ -3,6 +3,7 @@ package share
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -64,8 +65,18 @@ func TestCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 0o777 &^ umask(); lstatHost(t, host("new.txt")).Mode() != want {
-		t.Errorf("new.txt mode %v, want %v: set-id bits dropped, umask applied", lstatHost(t, host("new.txt")).Mode(), want)
+	if want := fs.FileMode(0o777); lstatHost(t, host("new.txt")).Mode() != want {
+		t.Errorf("new.txt mode %v, want %v: set-id bits dropped, the owner's umask not applied", lstatHost(t, host("new.txt")).Mode(), want)
+	}
+	// The mode asked for, exactly, whatever the owner's umask: 0000 stays 0000.
+	for _, mode := range []uint32{0, 0o640, 0o777} {
+		name := fmt.Sprintf("mode%o", mode)
+		if _, err := s.Create(name, mode, wire.CreateExclusive); err != nil {
+			t.Fatal(err)
+		}
+		if got := lstatHost(t, host(name)).Mode(); got != fs.FileMode(mode) {
+			t.Errorf("created with mode %#o: %v", mode, got)
+		}
 	}
 	if e.Name != "" || !e.IsRegular() || e.Size != 0 {
 		t.Errorf("Entry of a new file: %+v", e)
@@ -733,4 +744,41 @@ func TestMountWritesReadOnly(t *testing.T) {
 		t.Errorf("ListXattr on a read-only share: %v", err)
 	}
 	sameSnapshot(t, "share", shareBefore, snapshot(t, fx.shareDir))
+}
+
+// TestMkdirModes: a mount's mkdir (NAME_EXCLUSIVE) gets the mode asked for exactly, sticky
+// included, and keeps a set-group-ID bit inherited from its parent; a tree sent (no flag)
+// gets the owner's umask.
+func TestMkdirModes(t *testing.T) {
+	fx := newFixture(t, false)
+	s := fx.s
+	host := func(p string) string { return filepath.Join(fx.shareDir, p) }
+	if umask() == 0 {
+		syscall.Umask(0o022)
+		defer syscall.Umask(0)
+	}
+	for _, mode := range []uint32{0, 0o777, 0o1777, 0o750} {
+		name := fmt.Sprintf("d%o", mode)
+		if err := s.Mkdir(name, mode, wire.NameExclusive); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := lstatHost(t, host(name)).Mode(), fs.ModeDir|fileMode(mode, true); got != want {
+			t.Errorf("mkdir with mode %#o: %v, want %v", mode, got, want)
+		}
+	}
+	if err := s.Mkdir("sent", 0o777, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lstatHost(t, host("sent")).Mode(), fs.ModeDir|0o777&^umask(); got != want {
+		t.Errorf("a directory sent with mode 0777: %v, want %v", got, want)
+	}
+	if err := os.Chmod(host("d777"), fs.ModeSetgid|0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Mkdir("d777/sub", 0o755, wire.NameExclusive); err != nil {
+		t.Fatal(err)
+	}
+	if got := lstatHost(t, host("d777/sub")).Mode(); got&fs.ModeSetgid == 0 || got.Perm() != 0o755 {
+		t.Errorf("mkdir in a set-group-ID directory: %v, want drwxr-sr-x", got)
+	}
 }

@@ -150,10 +150,12 @@ func (s *Share) RemovePart(path string) error {
 	return nil
 }
 
-// Mkdir creates one directory with the permission bits mode&0777 (the umask applies, as for
-// mkdir). With wire.NameExclusive in flags any existing name is EEXIST, as for mkdir(2);
-// without it an existing directory is success, so a tree can be sent again, and an existing
-// non-directory, a symlink included, is EEXIST. The share root always exists.
+// Mkdir creates one directory with the permission bits mode&0777. With wire.NameExclusive in
+// flags, a mount's mkdir(2), any existing name is EEXIST and the directory gets mode exactly
+// (sticky included; set-group-ID as the file system gives it): the mount's kernel applied its
+// caller's umask, not the owner's. Without it, a tree sent, an existing directory is success,
+// so a tree can be sent again, an existing non-directory, a symlink included, is EEXIST, and
+// the owner's umask applies. The share root always exists.
 func (s *Share) Mkdir(path string, mode, flags uint32) error {
 	const op = "mkdir"
 	if err := s.checkCreate(op, path); err != nil {
@@ -166,6 +168,9 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 		return nil
 	}
 	err := s.root.Mkdir(path, fs.FileMode(mode&0o777))
+	if err == nil && flags&wire.NameExclusive != 0 {
+		err = s.exactDirMode(path, fileMode(mode&0o1777, true))
+	}
 	if err == nil {
 		return nil
 	}
@@ -175,6 +180,19 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 		}
 	}
 	return fail(op, path, err)
+}
+
+// exactDirMode gives the directory at path, just made, the permission bits perm (exactMode).
+func (s *Share) exactDirMode(path string, perm fs.FileMode) error {
+	d, err := s.root.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	err = exactMode(d, perm)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Symlink creates a symlink at path whose target is stored verbatim. The target is not judged:
