@@ -4,6 +4,7 @@ package node_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -98,5 +99,37 @@ func TestMountLargeWriteKeepsPages(t *testing.T) {
 	}
 	if onOwner, _ := os.ReadFile(filepath.Join(m.share, "big.bin")); !bytes.Equal(onOwner, want) {
 		t.Fatal("the owner's copy differs")
+	}
+}
+
+// TestMountOwnerMkdirAppears: a directory made on the owner's disk appears in the mount as
+// soon as its change event arrives, also when the mount looked its name up before (it once
+// stayed missing for the kernel's negative timeout, 10 s).
+func TestMountOwnerMkdirAppears(t *testing.T) {
+	m := mountShare(t)
+	for _, name := range []string{"dir", "file"} {
+		if _, err := os.Stat(filepath.Join(m.mnt, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s before it exists: %v", name, err)
+		}
+		var err error
+		if name == "dir" {
+			err = os.Mkdir(filepath.Join(m.share, name), 0o755)
+		} else {
+			err = os.WriteFile(filepath.Join(m.share, name), nil, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			_, err := os.Stat(filepath.Join(m.mnt, name))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s made on the owner is still missing in the mount after 3 s: %v", name, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
