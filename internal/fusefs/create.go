@@ -77,6 +77,7 @@ func (n *Node) createLocally(ctx context.Context, name, p string, flags, mode, c
 	child.fill(&e, &out.Attr)
 	n.localKids.Add(1)
 	n.root.replica.Put(p, e)
+	n.dirChanged(0, now)
 	n.root.stats.localCreates.Add(1)
 	h, fuseFlags, errno = child.openHandle(ctx, flags, &e)
 	return ino, h, fuseFlags, errno, true

@@ -72,6 +72,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	n.root.replica.Put(p, e)
 	n.root.replica.SetDir(p, nil)
+	n.dirChanged(+1, e.CtimeNs)
 	ino := n.newChild(ctx, &e, out)
 	// The owner made both directories writable for itself: files created in them may be
 	// created there later (create.go).
@@ -100,6 +101,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, toErrno(err)
 	}
 	n.root.replica.Put(p, e)
+	n.dirChanged(0, e.CtimeNs)
 	return n.newChild(ctx, &e, out), 0
 }
 
@@ -125,6 +127,10 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	n.root.replica.Put(p, e)
 	n.root.replica.Put(tn.path(), e) // nlink changed
+	if e.Nlink > 2 {
+		n.root.replica.SetLinks(e.Ino, e.Nlink, e.CtimeNs) // and the file's other names
+	}
+	n.dirChanged(0, e.CtimeNs)
 	return n.newChild(ctx, &e, out), 0
 }
 
@@ -157,6 +163,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	n.createsOK.Store(true)
 	n.root.replica.Put(p, e)
+	n.dirChanged(0, e.CtimeNs)
 	ino := n.newChild(ctx, &e, out)
 	child := ino.Operations().(*Node)
 	child.ownVersion(version(&e))
@@ -185,6 +192,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if hid, errno := n.hideIfOpen(ctx, name, p); hid || errno != 0 {
 		if errno == 0 {
 			n.root.replica.Remove(p)
+			n.dirChanged(0, time.Now().UnixNano())
 		}
 		return errno
 	}
@@ -193,10 +201,15 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err := n.root.owner.Unlink(ctx, p); err != nil {
 		return toErrno(err)
 	}
+	now := time.Now().UnixNano()
 	if known && before.Nlink <= 1 {
 		n.root.dropAlias(before.Ino)
 	}
+	if known && before.Nlink > 1 {
+		n.root.replica.SetLinks(before.Ino, before.Nlink-1, now) // the file's other names
+	}
 	n.root.replica.Remove(p)
+	n.dirChanged(0, now)
 	n.root.forgetContent(p)
 	return 0
 }
@@ -221,6 +234,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return toErrno(err)
 	}
 	n.root.replica.Remove(p)
+	n.dirChanged(-1, time.Now().UnixNano())
 	return 0
 }
 
@@ -283,18 +297,48 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		}
 	}
+	moved, movedKnown := n.root.replica.Stat(from)
+	replaced, replacedKnown := n.root.replica.Stat(to)
 	n.root.stats.roundTrips.Add(1)
 	if err := n.root.owner.Rename(ctx, from, to, wf); err != nil {
 		return toErrno(err)
 	}
+	now := time.Now().UnixNano()
 	if wf == wire.RenameExchange {
 		n.root.replica.Exchange(from, to)
 	} else {
+		// As a local file system shows at once: both directories' times, their link counts
+		// when a directory moved between them or one was replaced, and the ctime of what
+		// moved and of a multiply linked file that lost this name.
+		var out, in int
+		if movedKnown && moved.IsDir() && n != np {
+			out, in = -1, +1
+		}
+		if replacedKnown && replaced.IsDir() {
+			in--
+		}
+		if replacedKnown && !replaced.IsDir() && replaced.Nlink > 1 && (!movedKnown || replaced.Ino != moved.Ino) {
+			n.root.replica.SetLinks(replaced.Ino, replaced.Nlink-1, now)
+		}
 		n.root.replica.Rename(from, to)
+		n.root.replica.Touched(to, now)
+		n.dirChanged(out, now)
+		if np != n {
+			np.dirChanged(in, now)
+		} else if in != 0 {
+			n.dirChanged(in, now)
+		}
 	}
 	n.root.forgetContent(from)
 	n.root.forgetContent(to)
 	return 0
+}
+
+// dirChanged records that this mount changed the names in directory n at atNs (the new
+// entry's ctime when the owner gave one), with subdirs subdirectories more or fewer: the
+// directory's times and link count show it at once, as on a local disk (tree.DirChanged).
+func (n *Node) dirChanged(subdirs int, atNs int64) {
+	n.root.replica.DirChanged(n.path(), subdirs, atNs)
 }
 
 // renameNoReplace is Linux's RENAME_NOREPLACE flag of renameat2 (go-fuse names only EXCHANGE).

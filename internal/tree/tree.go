@@ -286,6 +286,67 @@ func (r *Replica) Put(p string, e wire.Entry) {
 	}
 }
 
+// DirChanged records a change this mount made to the names in directory dirPath at nowNs: its
+// mtime and ctime move there and its link count by nlinkDelta (a subdirectory made, moved or
+// removed), so the mount shows at once what a local file system would. The owner's values
+// come with its change event later. Nothing happens when dirPath's entry is not known.
+func (r *Replica) DirChanged(dirPath string, nlinkDelta int, nowNs int64) {
+	r.update(dirPath, func(e *wire.Entry) {
+		if !e.IsDir() {
+			return
+		}
+		e.MtimeNs = max(e.MtimeNs, nowNs)
+		e.CtimeNs = max(e.CtimeNs, nowNs)
+		if n := int(e.Nlink) + nlinkDelta; n >= 2 {
+			e.Nlink = uint32(n)
+		}
+	})
+}
+
+// Touched records that the file at p changed at nowNs without a new entry from the owner (a
+// rename moves its ctime).
+func (r *Replica) Touched(p string, nowNs int64) {
+	r.update(p, func(e *wire.Entry) { e.CtimeNs = max(e.CtimeNs, nowNs) })
+}
+
+// SetLinks records the link count and ctime of the file with inode number ino under every
+// name the replica lists for it: a hard link made or removed through the mount changes them
+// for all its names. It walks every listed directory, so callers use it only for files with
+// more than one name.
+func (r *Replica) SetLinks(ino uint64, nlink uint32, ctimeNs int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range r.dirs {
+		for name, e := range d.entries {
+			if e.Ino == ino && !e.IsDir() {
+				e.Nlink, e.CtimeNs = nlink, max(e.CtimeNs, ctimeNs)
+				d.entries[name] = e
+			}
+		}
+	}
+}
+
+// update edits the known entry of p in place.
+func (r *Replica) update(p string, edit func(*wire.Entry)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p == "" {
+		if r.root.Mode != 0 {
+			edit(&r.root)
+		}
+		return
+	}
+	dirPath, name := Split(p)
+	d := r.dirs[dirPath]
+	if !r.fresh(d) {
+		return
+	}
+	if e, ok := d.entries[name]; ok {
+		edit(&e)
+		d.entries[name] = e
+	}
+}
+
 // Remove forgets one path, and everything below it if it was a directory.
 func (r *Replica) Remove(p string) {
 	r.mu.Lock()

@@ -155,3 +155,36 @@ func TestInlineSurvivesMetadataEvents(t *testing.T) {
 		t.Errorf("accounting says %d bytes, the entries hold %d", r.inline, sum)
 	}
 }
+
+// TestReplicaOwnChanges: the mount's own namespace changes move a directory's times and link
+// count at once, a rename moves the ctime of what moved, and a hard link's count is set under
+// every name listed for it.
+func TestReplicaOwnChanges(t *testing.T) {
+	r := New()
+	r.Put("", wire.Entry{Mode: wire.ModeDir | 0o755, Nlink: 2, MtimeNs: 10, CtimeNs: 10})
+	r.SetDir("", []wire.Entry{{Name: "d", Mode: wire.ModeDir | 0o755, Nlink: 2, MtimeNs: 10, CtimeNs: 10},
+		{Name: "a", Mode: wire.ModeRegular | 0o644, Ino: 7, Nlink: 2, CtimeNs: 10, Data: []byte("x"), HasData: true, Size: 1}})
+	r.SetDir("d", []wire.Entry{{Name: "b", Mode: wire.ModeRegular | 0o644, Ino: 7, Nlink: 2, CtimeNs: 10}})
+	r.DirChanged("d", +1, 20)
+	if e, _ := r.Stat("d"); e.MtimeNs != 20 || e.CtimeNs != 20 || e.Nlink != 3 {
+		t.Fatalf("d after a mkdir in it: %+v", e)
+	}
+	r.DirChanged("d", -1, 15) // a time earlier than what is known never moves it back
+	if e, _ := r.Stat("d"); e.MtimeNs != 20 || e.Nlink != 2 {
+		t.Fatalf("d after an rmdir in it: %+v", e)
+	}
+	r.DirChanged("", 0, 30)
+	if e, _ := r.Stat(""); e.MtimeNs != 30 || e.CtimeNs != 30 || e.Nlink != 2 {
+		t.Fatalf("root after a create in it: %+v", e)
+	}
+	r.SetLinks(7, 1, 40)
+	for _, p := range []string{"a", "d/b"} {
+		if e, _ := r.Stat(p); e.Nlink != 1 || e.CtimeNs != 40 {
+			t.Fatalf("%s after an unlink of one of its names: %+v", p, e)
+		}
+	}
+	r.Touched("a", 50)
+	if e, _ := r.Stat("a"); e.CtimeNs != 50 || !e.HasData {
+		t.Fatalf("a after a rename: %+v", e)
+	}
+}
