@@ -14,6 +14,10 @@
 // server serving it in the test process. Cases that run as another user need a mount that
 // lets other users in; harness_test.go makes one when a case file sets allowOther.
 //
+// A behaviour the mount deliberately does not share with a local disk is registered with
+// differsBecause(reason): it runs, its differences are logged, and it is skipped with the
+// reason until the two agree (then it fails, so the mark goes).
+//
 // Run one family with, for example:
 //
 //	go test -count=1 -run 'TestConformance/create' ./internal/conformance/
