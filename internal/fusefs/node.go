@@ -407,6 +407,20 @@ func checkName(names ...string) syscall.Errno {
 	return 0
 }
 
+// checkNew refuses a new name in directory n that the owner cannot hold: a name longer than
+// NAME_MAX, or one whose path from the share's root is longer than the protocol carries
+// (wire.MaxPathLen, PATH_MAX), which ext4 would allow below a working directory. Refused here
+// with ENAMETOOLONG, before anything is created, rather than by the owner later with EIO.
+func (n *Node) checkNew(name string) syscall.Errno {
+	if errno := checkName(name); errno != 0 {
+		return errno
+	}
+	if len(n.childPath(name)) > wire.MaxPathLen {
+		return syscall.ENAMETOOLONG
+	}
+	return 0
+}
+
 // childPath is the share path of name in directory n.
 func (n *Node) childPath(name string) string { return tree.Join(n.path(), name) }
 

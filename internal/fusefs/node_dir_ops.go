@@ -56,7 +56,7 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 var _ = (fs.NodeMkdirer)((*Node)(nil))
 
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if errno := checkName(name); errno != 0 {
+	if errno := n.checkNew(name); errno != 0 {
 		return nil, errno
 	}
 	n.root.stats.mkdir.Add(0)
@@ -86,7 +86,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 var _ = (fs.NodeSymlinker)((*Node)(nil))
 
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if errno := checkName(name); errno != 0 {
+	if errno := n.checkNew(name); errno != 0 {
 		return nil, errno
 	}
 	n.root.stats.symlink.Add(0)
@@ -108,7 +108,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 var _ = (fs.NodeLinker)((*Node)(nil))
 
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if errno := checkName(name); errno != 0 {
+	if errno := n.checkNew(name); errno != 0 {
 		return nil, errno
 	}
 	n.root.stats.link.Add(0)
@@ -138,7 +138,7 @@ var _ = (fs.NodeCreater)((*Node)(nil))
 
 // Create makes a regular file on the owner and opens it.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	if errno := checkName(name); errno != 0 {
+	if errno := n.checkNew(name); errno != 0 {
 		return nil, nil, 0, errno
 	}
 	n.root.stats.create.Add(0)
@@ -257,7 +257,7 @@ var _ = (fs.NodeRenamer)((*Node)(nil))
 
 // Rename supports RENAME_NOREPLACE and RENAME_EXCHANGE (renameat2 flags pass through).
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	if errno := checkName(name, newName); errno != 0 {
+	if errno := checkName(name); errno != 0 {
 		return errno
 	}
 	n.root.stats.rename.Add(0)
@@ -268,6 +268,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		} else {
 			return syscall.EXDEV
 		}
+	}
+	if errno := np.checkNew(newName); errno != 0 {
+		return errno
 	}
 	from, to := n.childPath(name), np.childPath(newName)
 	var wf uint32

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // createdDir makes a folder through the mount, where files created later are created on the
@@ -314,4 +317,75 @@ func TestMountCreateRecreateReachesOwner(t *testing.T) {
 		t.Errorf("the mount lost the file: %v", err)
 	}
 	ownerHas(t, filepath.Join(owned, "lock"), []byte{})
+}
+
+// TestMountPathLimit: a name whose path from the share's root would pass what the protocol
+// carries (PATH_MAX, 4096 bytes) is refused at once with ENAMETOOLONG, by create, mkdir,
+// symlink, link and rename, and a file at exactly the limit works. Such a file was once
+// accepted by the mount and lost at its close with EIO.
+func TestMountPathLimit(t *testing.T) {
+	m := mountShare(t)
+	dir, _ := createdDir(t, m, "deep")
+	rel := "deep"
+	for i := 0; 4096-len(rel)-1 > 255; i++ {
+		name := strings.Repeat(string(rune('a'+i)), 250)
+		dir, rel = filepath.Join(dir, name), rel+"/"+name
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fits := strings.Repeat("f", 4096-len(rel)-1) // share path of exactly 4096 bytes
+	// Names relative to the deepest directory: the mount's own path adds to the full one.
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	at := int(d.Fd())
+	fd, err := unix.Openat(at, fits, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatalf("a file whose share path is 4096 bytes: %v", errnoOf(err))
+	}
+	unix.Write(fd, []byte("fits"))
+	if err := unix.Close(fd); err != nil {
+		t.Fatalf("closing it: %v", errnoOf(err))
+	}
+	owned, err := os.OpenRoot(filepath.Join(m.share, "deep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owned.Close()
+	ownerHasAt := func() {
+		t.Helper()
+		if got, err := owned.ReadFile(strings.TrimPrefix(rel, "deep/") + "/" + fits); err != nil || string(got) != "fits" {
+			t.Fatalf("the owner's file at the limit: %q, %v", got, errnoOf(err))
+		}
+	}
+	ownerHasAt()
+	long := fits + "x"
+	if _, err := unix.Openat(at, long, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Errorf("create past the limit: %v, want ENAMETOOLONG", errnoOf(err))
+	}
+	if err := unix.Mkdirat(at, long, 0o755); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Errorf("mkdir past the limit: %v, want ENAMETOOLONG", errnoOf(err))
+	}
+	if err := unix.Symlinkat("t", at, long); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Errorf("symlink past the limit: %v, want ENAMETOOLONG", errnoOf(err))
+	}
+	if err := unix.Linkat(at, fits, at, long, 0); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Errorf("link past the limit: %v, want ENAMETOOLONG", errnoOf(err))
+	}
+	if err := unix.Renameat(at, fits, at, long); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Errorf("rename past the limit: %v, want ENAMETOOLONG", errnoOf(err))
+	}
+	ownerHasAt()
+}
+
+// errnoOf is the errno inside err, or err itself: a path of 4 KiB makes messages unreadable.
+func errnoOf(err error) any {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
 }
