@@ -28,6 +28,7 @@ import (
 // entry is one cached file version, shared by all its Files.
 type entry struct {
 	s       *Store
+	id      uint64 // names this copy (File.Copy)
 	hash    keyHash
 	name    string // hash in hex: the file names on disk
 	key     Key
@@ -60,6 +61,7 @@ func newEntry(s *Store, h keyHash, k Key, v Version) *entry {
 	chunks := numChunks(v.Size)
 	return &entry{
 		s:       s,
+		id:      copies.Add(1),
 		hash:    h,
 		name:    h.String(),
 		key:     k,
@@ -181,6 +183,14 @@ type File struct {
 
 // Version reports the version this File caches.
 func (f *File) Version() Version { return f.e.version }
+
+// copies numbers the entries made, for File.Copy.
+var copies atomic.Uint64
+
+// Copy names the cached copy f reads and fills: a version dropped (Invalidate) and cached
+// again is another copy, filled anew, though its Version is the same. Work that fills a copy
+// (a fetch in flight) must be shared only among Files of one copy.
+func (f *File) Copy() uint64 { return f.e.id }
 
 // Stale reports whether the entry was dropped (Invalidate, a newer version, eviction cannot
 // happen while referenced): the data stays readable through this File but is never saved and

@@ -18,13 +18,17 @@ import (
 
 var errShrank = errors.New("file changed on the owner during the read")
 
-// flightKey names a piece of one version of one file, whichever handle or reference asks.
+// flightKey names a piece of one cached copy of one file, whichever handle or reference asks.
+// The copy, not only the version: a version dropped and cached again (the mount's own write
+// can leave size and mtime as they were, within the owner's timestamp granularity) is filled
+// anew, and a READ writing into the dropped copy would leave the new one without the range.
 // Pieces start on multiples of the piece size but end where the missing range ended when
 // they were cut, so two pieces at one offset may differ in length: the length is part of
 // the key, and a reader copies only from a flight that holds all it needs.
 type flightKey struct {
 	path string
 	ver  cache.Version
+	copy uint64 // cache.File.Copy
 	off  int64
 	len  int64
 }
@@ -173,7 +177,7 @@ func (r *Root) prefetch(p string, cf *cache.File, off, end int64) {
 // reader that will copy from the flight's buffer says so (willCopy) and calls copying.Done
 // after.
 func (r *Root) start(f *fetcher, p string, cf *cache.File, pc cache.Range, willCopy bool) *flight {
-	k := flightKey{p, cf.Version(), pc.Off, pc.Len}
+	k := flightKey{p, cf.Version(), cf.Copy(), pc.Off, pc.Len}
 	f.mu.Lock()
 	if fl := f.flights[k]; fl != nil {
 		if willCopy {

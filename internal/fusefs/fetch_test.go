@@ -73,3 +73,48 @@ func TestFetchJoinsOnlyWholePieces(t *testing.T) {
 		t.Error("the long reader got other bytes than the owner's")
 	}
 }
+
+// TestFetchFillsItsOwnCopy: a copy of a version dropped (the mount's own write left the file's
+// size and mtime as they were, at the file system's timestamp granularity) and made again
+// is filled by a fetch, also while a READ for the dropped copy is in flight. Joining that
+// READ once left the new copy without the range, and the READ that asked failed with EIO
+// ("cache: range not present").
+func TestFetchFillsItsOwnCopy(t *testing.T) {
+	data := bytes.Repeat([]byte("peerfs"), 200_000)
+	owner := &slowOwner{data: data, first: make(chan struct{}), release: make(chan struct{})}
+	store, err := cache.Open(cache.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	r := New(Options{Peer: "p", Share: "s", Owner: owner, Cache: store})
+	defer r.fetcher().stop()
+	v := cache.Version{Size: int64(len(data)), MtimeNs: 1, Ino: 1}
+	old, err := store.Get(r.key("f"), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Release()
+	r.prefetch("f", old, 0, cache.ChunkSize) // a readahead READ for the old copy
+	<-owner.first
+	r.forgetContent("f")
+	cf, err := store.Get(r.key("f"), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cf.Release()
+	done := make(chan error, 1)
+	go func() { done <- r.fetch(context.Background(), "f", cf, 0, cache.ChunkSize, cache.ChunkSize) }()
+	time.Sleep(50 * time.Millisecond) // let the fetch meet the READ in flight
+	close(owner.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, cache.ChunkSize)
+	if _, err := cf.ReadAt(got, 0); err != nil {
+		t.Fatalf("the range fetched for the new copy: %v", err)
+	}
+	if !bytes.Equal(got, data[:len(got)]) {
+		t.Fatal("the new copy holds other bytes than the owner's")
+	}
+}

@@ -58,6 +58,7 @@ var errStreamOrder = errors.New("STREAM data out of order")
 type streamKey struct {
 	path string
 	ver  cache.Version
+	copy uint64 // cache.File.Copy: a stream fills one cached copy (flightKey)
 }
 
 // received is a chunk published to readers and not yet given back.
@@ -236,7 +237,7 @@ func (r *Root) readSequential(ctx context.Context, p string, cf *cache.File, off
 func (r *Root) streamCovers(p string, cf *cache.File, off int64) bool {
 	f := r.fetcher()
 	f.mu.Lock()
-	s := f.streams[streamKey{p, cf.Version()}]
+	s := f.streams[streamKey{p, cf.Version(), cf.Copy()}]
 	f.mu.Unlock()
 	return s != nil && s.covers(off)
 }
@@ -244,7 +245,7 @@ func (r *Root) streamCovers(p string, cf *cache.File, off int64) bool {
 // readAheadSequential keeps a sequential reader's stream ahead of it after a cache hit at end.
 func (r *Root) readAheadSequential(p string, cf *cache.File, end, ahead int64) {
 	f := r.fetcher()
-	k := streamKey{p, cf.Version()}
+	k := streamKey{p, cf.Version(), cf.Copy()}
 	f.mu.Lock()
 	s := f.streams[k]
 	f.mu.Unlock()
@@ -262,7 +263,7 @@ func (r *Root) readAheadSequential(p string, cf *cache.File, end, ahead int64) {
 // to a cache chunk) when none does.
 func (r *Root) streamFor(p string, cf *cache.File, off int64) *seqStream {
 	f := r.fetcher()
-	k := streamKey{p, cf.Version()}
+	k := streamKey{p, cf.Version(), cf.Copy()}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.streams[k]; s != nil {
@@ -409,7 +410,7 @@ func (r *Root) writeStream(s *seqStream, cs ChunkStream, queue <-chan *received)
 func (r *Root) settle(ctx context.Context, p string, cf *cache.File) {
 	f := r.fetcher()
 	f.mu.Lock()
-	s := f.streams[streamKey{p, cf.Version()}]
+	s := f.streams[streamKey{p, cf.Version(), cf.Copy()}]
 	f.mu.Unlock()
 	if s == nil {
 		return
