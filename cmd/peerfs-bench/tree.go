@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -425,6 +427,62 @@ func removeTree(dir string, res *jobResult) error {
 	return nil
 }
 
+// treeStatJob is the child's "tree-stat": lstat of every entry under Path, folder by folder
+// in listing order, as find -ls or a build's up-to-date check does; the files found must be
+// the tree's sources and objects.
+func treeStatJob(j job) (jobResult, error) {
+	t := kernelTree(j.N, j.Seed)
+	want := int64(len(t.files) + len(t.objects(j.Seed)))
+	var res jobResult
+	t0 := time.Now()
+	if err := statTree(j.Path, &res); err != nil {
+		return res, err
+	}
+	res.Seconds = time.Since(t0).Seconds()
+	if res.Files != want {
+		return res, fmt.Errorf("found %d files under %s, want %d", res.Files, j.Path, want)
+	}
+	return res, nil
+}
+
+func statTree(dir string, res *jobResult) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	res.Calls++
+	var st unix.Stat_t
+	for _, e := range ents {
+		p := dir + "/" + e.Name()
+		if err := unix.Lstat(p, &st); err != nil {
+			return fmt.Errorf("lstat %s: %w", p, err)
+		}
+		res.Calls++
+		if e.IsDir() {
+			if err := statTree(p, res); err != nil {
+				return err
+			}
+			continue
+		}
+		res.Files++
+	}
+	return nil
+}
+
+// treeRmrfJob is the child's "tree-rmrf": the system's rm -rf of Path, timed whole.
+func treeRmrfJob(j job) (jobResult, error) {
+	t := kernelTree(j.N, j.Seed)
+	t0 := time.Now()
+	if out, err := exec.Command("rm", "-rf", j.Path).CombinedOutput(); err != nil {
+		return jobResult{}, fmt.Errorf("rm -rf %s: %v: %s", j.Path, err, out)
+	}
+	res := jobResult{Seconds: time.Since(t0).Seconds(), Files: int64(len(t.files)), Calls: int64(len(t.files) + len(t.dirs))}
+	if _, err := os.Lstat(j.Path); !errors.Is(err, os.ErrNotExist) {
+		return res, fmt.Errorf("rm -rf left %s: %v", j.Path, err)
+	}
+	return res, nil
+}
+
 // The --large folder: N files of Size bytes named f0000000.., in one folder Path.
 
 func largeName(dir string, i int) string { return fmt.Sprintf("%s/f%07d", dir, i) }
@@ -526,7 +584,7 @@ func manyDeleteJob(j job) (jobResult, error) {
 
 // The phases, in the table's order.
 var (
-	treePhases  = []string{"create", "compile", "read", "delete"}
+	treePhases  = []string{"create", "compile", "stat", "read", "delete", "rm -rf"}
 	largePhases = []string{"large create", "large list", "large read", "large delete"}
 )
 
@@ -645,20 +703,42 @@ func (b *treeBench) runPhases(ctx context.Context, t *wtarget, run int) error {
 			return err
 		}
 	}
-	if err := dropTree(filepath.Join(t.ownerDir, "linux")); err != nil {
-		return err
-	}
-	if err := b.fresh(ctx, t); err != nil {
-		return err
-	}
-	for _, p := range []string{"read", "delete"} {
+	// Cold: the stat and the read phases each start with every cache emptied.
+	for _, p := range []string{"stat", "read"} {
+		if err := b.cold(ctx, t, "linux"); err != nil {
+			return err
+		}
 		j := base
 		j.Op = "tree-" + p
 		if err := b.phase(ctx, t, p, j, run); err != nil {
 			return err
 		}
 	}
-	return nil
+	j := base
+	j.Op = "tree-delete"
+	if err := b.phase(ctx, t, "delete", j, run); err != nil {
+		return err
+	}
+	// rm -rf of the sources, untimed to make, from a cold start as after a remount.
+	j = job{Op: "tree-create", Path: filepath.Join(t.dir, "linux-rm"), N: b.o.files, Seed: b.o.seed}
+	if _, err := runJob(ctx, j); err != nil {
+		return fmt.Errorf("rm -rf's tree: %w", err)
+	}
+	if err := b.cold(ctx, t, "linux-rm"); err != nil {
+		return err
+	}
+	j.Op = "tree-rmrf"
+	return b.phase(ctx, t, "rm -rf", j, run)
+}
+
+// cold empties every cache between t and the owner's copy of the tree name: the owner's page
+// cache for its files, and for the mounts a new mount (for peerfs a new daemon with an empty
+// chunk cache).
+func (b *treeBench) cold(ctx context.Context, t *wtarget, name string) error {
+	if err := dropTree(filepath.Join(t.ownerDir, name)); err != nil {
+		return err
+	}
+	return b.fresh(ctx, t)
 }
 
 func (b *treeBench) runLarge(ctx context.Context, t *wtarget, run int) error {
@@ -716,9 +796,11 @@ func (b *treeBench) section(targets []*wtarget) *Section {
 		"sizes (median %s, %d%% at most 30 KiB, the largest %s). The phases, each one child process timed "+
 		"as a whole: **create** the folders and files as an unpacked archive is written; **compile**: one .o "+
 		"beside each of the %d .c files, of the same size, in random order (%.0f MiB); **read** every file "+
-		"whole, folder by folder, after emptying every cache between the reader and the owner's disk "+
-		"(owner's page cache dropped; for peerfs a new daemon with an empty chunk cache and a new mount; for "+
-		"sshfs a new mount); **delete** it all, as rm -r. %s, targets interleaved; seconds, median "+
+		"whole, folder by folder; **stat**: lstat of every entry, folder by folder (find -ls, a build's "+
+		"up-to-date check); stat and read each start with every cache between the reader and the owner's disk "+
+		"emptied (owner's page cache dropped; for peerfs a new daemon with an empty chunk cache and a new mount; for "+
+		"sshfs a new mount); **delete** it all after the read, as rm -r; **rm -rf**: the system's rm -rf of the "+
+		"sources, made again untimed, from a cold start as for stat. %s, targets interleaved; seconds, median "+
 		"(min-max). Ratios are seconds over the native seconds: above 1 is slower.\n\n",
 		sshfsText, len(b.shape.files), len(b.shape.dirs), float64(b.shape.bytes)/(1<<20), b.shape.depth(),
 		kib(float64(sizes[len(sizes)/2])), 100*under30/len(sizes), kib(float64(sizes[len(sizes)-1])),
@@ -791,7 +873,7 @@ func (b *treeBench) reading(hasSSHFS bool) string {
 		}
 	}
 	if complete[tPeerfs] && complete[tNative] {
-		fmt.Fprintf(&md, "- **All four phases:** peerfs %.1f s, native %.1f s (%.1fx)", total[tPeerfs], total[tNative],
+		fmt.Fprintf(&md, "- **All phases:** peerfs %.1f s, native %.1f s (%.1fx)", total[tPeerfs], total[tNative],
 			total[tPeerfs]/total[tNative])
 		if complete[tSSHFS] {
 			fmt.Fprintf(&md, ", sshfs %.1f s (%.1fx native; peerfs takes %.0f%% of sshfs's time)", total[tSSHFS],

@@ -324,6 +324,8 @@ var jobs = map[string]func(job) (jobResult, error){
 	"tree-compile": treeCompileJob,
 	"tree-read":    treeReadJob,
 	"tree-delete":  treeDeleteJob,
+	"tree-stat":    treeStatJob,
+	"tree-rmrf":    treeRmrfJob,
 	"many-create":  manyCreateJob,
 	"many-list":    manyListJob,
 	"many-read":    manyReadJob,
