@@ -140,3 +140,36 @@ func init() {
 		o("ino a while later", sameIno(first, inoOf(q)))
 	})
 }
+
+func init() {
+	// A file open when its last name goes keeps working through its descriptors, also when
+	// it had other names before (the mount once judged "last name" by a link count it had
+	// seen before the other name went, deleted the file on the owner, and the descriptor's
+	// writes and xattrs failed with ENOENT).
+	register("attr/open-file-loses-last-name", func(dir string, o obs) {
+		a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		touch(a)
+		o("link", errnoName(unix.Link(a, b)))
+		o("truncate a", errnoName(unix.Truncate(a, 0)))
+		o("unlink a", errnoName(unix.Unlink(a)))
+		fd, err := unix.Open(b, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		o("open b", errnoName(err))
+		if err != nil {
+			return
+		}
+		defer unix.Close(fd)
+		_, err = unix.Write(fd, []byte("before"))
+		o("write", errnoName(err))
+		o("unlink b", errnoName(unix.Unlink(b)))
+		_, err = unix.Write(fd, []byte(" after"))
+		o("write after unlink", errnoName(err))
+		o("fsetxattr after unlink", errnoName(unix.Fsetxattr(fd, "user.k", []byte("v"), 0)))
+		o("fsync after unlink", errnoName(unix.Fsync(fd)))
+		var st unix.Stat_t
+		o("fstat", errnoName(unix.Fstat(fd, &st)))
+		o("nlink", st.Nlink)
+		o("size", st.Size)
+		entries, _ := os.ReadDir(dir)
+		o("entries", len(entries))
+	})
+}

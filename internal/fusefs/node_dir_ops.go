@@ -355,8 +355,16 @@ func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Er
 	if cn == nil {
 		return false, 0
 	}
+	// The link count as the replica now has it: the attributes the node last showed the
+	// kernel may predate the removal of its other names through this mount.
 	cn.mu.Lock()
-	open := cn.opens > 0 && cn.last.Nlink <= 1 && cn.hidden == ""
+	nlink := cn.last.Nlink
+	cn.mu.Unlock()
+	if e, ok := n.root.replica.Stat(p); ok {
+		nlink = e.Nlink
+	}
+	cn.mu.Lock()
+	open := cn.opens > 0 && nlink <= 1 && cn.hidden == ""
 	cn.mu.Unlock()
 	if !open {
 		return false, 0
