@@ -163,3 +163,16 @@ func init() {
 		}
 	})
 }
+
+func init() {
+	// Set-user-ID and set-group-ID asked for at create, on regular files. (The sticky bit of
+	// regular files follows share.fileMode, as chmod does.)
+	register("create/mode-special-bits", func(dir string, o obs) {
+		unix.Umask(0)
+		for _, mode := range []uint32{0o4755, 0o2755, 0o6755} {
+			p := filepath.Join(dir, fmt.Sprintf("f%o", mode))
+			createClose(o, fmt.Sprintf("open %#o", mode), p, unix.O_WRONLY, mode)
+			statObs(o, fmt.Sprintf("stat %#o", mode), p)
+		}
+	}, differsBecause("a mount never sets set-user-ID or set-group-ID on a regular file (docs/ARCHITECTURE.md)"))
+}
