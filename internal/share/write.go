@@ -184,7 +184,7 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 
 // exactDirMode gives the directory at path, just made, the permission bits perm (exactMode).
 func (s *Share) exactDirMode(path string, perm fs.FileMode) error {
-	d, err := s.root.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	d, err := s.root.OpenFile(path, os.O_RDONLY|oDirectory|oNoFollow, 0)
 	if err != nil {
 		return err
 	}
