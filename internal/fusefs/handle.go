@@ -637,3 +637,39 @@ func (n *Node) failed(op string, err error) syscall.Errno {
 	}
 	return errno
 }
+
+var _ = (fs.NodeFsyncer)((*Node)(nil))
+
+// Fsync of a file goes to its handle. Fsync of a directory (FSYNCDIR: go-fuse's directory
+// streams have no fsync of their own and pass it to the node) means what it means on a local
+// disk, that the directory's entries are stable: git, sqlite and PostgreSQL fsync a directory
+// after creating or renaming a file in it. Files created in it that exist only in this mount
+// so far are created on the owner first (create.go); then the owner fsyncs the directory.
+func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(fs.FileFsyncer); ok {
+		return h.Fsync(ctx, flags)
+	}
+	n.root.stats.fsync.Add(0)
+	if n.IsDir() && n.localKids.Load() > 0 {
+		for _, c := range n.Children() {
+			if cn, ok := c.Operations().(*Node); ok {
+				if _, local := cn.localEntry(); local {
+					if errno := cn.flush(ctx); errno != 0 {
+						return errno
+					}
+				}
+			}
+		}
+	}
+	if !n.IsDir() {
+		if errno := n.flush(ctx); errno != 0 {
+			return errno
+		}
+	}
+	n.root.stats.roundTrips.Add(1)
+	errno := toErrno(n.root.owner.Fsync(ctx, n.path(), flags&1 != 0))
+	if errno == syscall.EROFS {
+		return 0 // a read-only share holds nothing of this mount's to make stable
+	}
+	return errno
+}
