@@ -44,18 +44,18 @@ func portableEntry(fi fs.FileInfo) wire.Entry {
 	return e
 }
 
-// fileMode converts wire permission bits to an fs.FileMode for chmod. Set-user-ID is always
-// dropped and set-group-ID kept only on directories: a peer must not be able to plant a program
-// on the owner's disk that runs with the owner's or the group's rights.
+// fileMode converts wire permission bits to an fs.FileMode for chmod and create. The sticky
+// bit is kept (Linux keeps it on files and directories alike); set-group-ID only on
+// directories, where it passes the directory's group on to what is created in it; set-user-ID
+// and a file's set-group-ID are dropped: a peer must not be able to plant a program on the
+// owner's disk that runs with the owner's or the group's rights.
 func fileMode(mode uint32, isDir bool) fs.FileMode {
 	m := fs.FileMode(mode & 0o777)
-	if isDir {
-		if mode&0o2000 != 0 {
-			m |= fs.ModeSetgid
-		}
-		if mode&0o1000 != 0 {
-			m |= fs.ModeSticky
-		}
+	if mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	if isDir && mode&0o2000 != 0 {
+		m |= fs.ModeSetgid
 	}
 	return m
 }

@@ -324,6 +324,23 @@ func (s *Share) openParent(op, path string) (*os.File, string, error) {
 	return d, baseName(path), nil
 }
 
+// mkdirAt makes the directory path (valid, not the root) with mkdirat relative to its parent
+// opened through os.Root (openParent), so the sticky bit of mode is kept as mkdir(2) keeps it
+// (os.Root.Mkdir takes only the nine permission bits); the owner's umask applies, and a
+// set-group-ID parent passes on its group and the bit, as on any local mkdir.
+func (s *Share) mkdirAt(path string, mode uint32) error {
+	d, name, err := s.openParent("mkdir", path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	err = withFd(d, func(fd int) error { return unix.Mkdirat(fd, name, mode&0o1777) })
+	if err != nil {
+		return os.NewSyscallError("mkdirat", err)
+	}
+	return nil
+}
+
 // withFd runs fn with f's descriptor, which stays valid for the duration of the call.
 func withFd(f *os.File, fn func(fd int) error) error {
 	rc, err := f.SyscallConn()

@@ -157,7 +157,7 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 		}
 		return nil
 	}
-	err := s.root.Mkdir(path, fs.FileMode(mode&0o777))
+	err := s.mkdirAt(path, mode)
 	if err == nil {
 		return nil
 	}
