@@ -12,11 +12,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/node"
@@ -258,4 +260,33 @@ func FileHash(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return h.Sum(nil)
+}
+
+// NeedFUSE skips a test on machines that cannot mount: without /dev/fuse or fusermount3.
+func NeedFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse: mount tests need FUSE (load the fuse module)")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		t.Skip("fusermount3 not found: install fuse3 (make deps)")
+	}
+}
+
+// Mount has peer mount owner's share at dir (which must exist), with params edited by
+// each of params, and unmounts it at the end of the test.
+func Mount(t testing.TB, owner, peer *Node, share, dir string, params ...func(*api.MountParams)) {
+	t.Helper()
+	p := api.MountParams{Peer: owner.Name, Share: share, Dir: dir}
+	for _, f := range params {
+		f(&p)
+	}
+	if _, err := peer.N.Mount(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := peer.N.Unmount(context.Background(), api.UnmountParams{Dir: dir}); err != nil && api.CodeOf(err) != api.CodeNotFound {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
 }
