@@ -71,9 +71,10 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			}
 			if ev.Kind == wire.EventChanged && ev.Entry.IsDir() {
 				// A directory's own attributes changed (its children come with their own
-				// events): keep its listing, forget only its entry.
+				// events): keep its listing, forget only its entry. A directory the replica
+				// did not know is a new name, which the kernel may hold as missing.
 				r.replica.InvalidateEntry(p)
-				r.notify(p, false)
+				r.notify(p, !had)
 				continue
 			}
 			r.replica.Invalidate(p)
