@@ -230,6 +230,9 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 			// stops asking for security.capability before every write.
 			ExtraCapabilities: killPrivCaps,
 		},
+		// Mode 0000 is a mode like any other (chmod 0, open(O_CREAT, 0)); go-fuse would
+		// otherwise show it as 0644.
+		NullPermissions: true,
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
 		NegativeTimeout: &neg,

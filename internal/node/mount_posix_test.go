@@ -64,6 +64,14 @@ func TestMountModeBits(t *testing.T) {
 			t.Errorf("%s after chmod 01621: %#o", p, got)
 		}
 	}
+	if err := syscall.Chmod(file, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{file, filepath.Join(owned, "f")} {
+		if got := modeOf(t, p); got != 0 {
+			t.Errorf("%s after chmod 0: %#o", p, got)
+		}
+	}
 	if err := syscall.Mkdir(filepath.Join(dir, "tmp"), 0o1777); err != nil {
 		t.Fatal(err)
 	}
