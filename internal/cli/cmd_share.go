@@ -26,10 +26,11 @@ read-only, that only the peers it names may use.`
 
 // shareJSON is a share in JSON output.
 type shareJSON struct {
-	Name     string   `json:"name"`
-	Path     string   `json:"path"`
-	ReadOnly bool     `json:"read_only"`
-	Peers    []string `json:"peers"`
+	Name       string   `json:"name"`
+	Path       string   `json:"path"`
+	ReadOnly   bool     `json:"read_only"`
+	Privileged bool     `json:"privileged"`
+	Peers      []string `json:"peers"`
 }
 
 func toShareJSON(s config.Share) shareJSON {
@@ -37,13 +38,14 @@ func toShareJSON(s config.Share) shareJSON {
 	if peers == nil {
 		peers = []string{}
 	}
-	return shareJSON{Name: s.Name, Path: s.Path, ReadOnly: s.ReadOnly, Peers: peers}
+	return shareJSON{Name: s.Name, Path: s.Path, ReadOnly: s.ReadOnly, Privileged: s.Privileged, Peers: peers}
 }
 
 // ShareAddOptions are the flags of "peerfs share add".
 type ShareAddOptions struct {
-	ReadOnly bool
-	Peers    []string
+	ReadOnly   bool
+	Privileged bool
+	Peers      []string
 }
 
 func newShareAddCommand(g *Globals) *cobra.Command {
@@ -54,6 +56,9 @@ func newShareAddCommand(g *Globals) *cobra.Command {
 		Long: `Export the existing directory PATH as share NAME (1-64 letters, digits, '-', '_' and
 '.', not starting with '.'). Only the peers named with --peer may use it; repeat
 --peer or separate names with commas. With --read-only peers can read but not write.
+With --privileged its peers may also change owners and groups (chown), keep set-user-ID
+and set-group-ID bits on files and make device nodes, as far as the daemon's account may
+(as root: anything); without it those requests are refused with EPERM.
 A running daemon picks up the change at once.`,
 		Example: `  peerfs share add projects ~/projects --peer desktop
   peerfs share add photos /srv/photos --read-only --peer desktop,server`,
@@ -63,6 +68,7 @@ A running daemon picks up the change at once.`,
 		}),
 	}
 	cmd.Flags().BoolVar(&opts.ReadOnly, "read-only", false, "peers may read but not write")
+	cmd.Flags().BoolVar(&opts.Privileged, "privileged", false, "peers may chown, set set-user-ID and set-group-ID bits on files and make device nodes, as far as the daemon's account may")
 	cmd.Flags().StringSliceVar(&opts.Peers, "peer", nil, "allow the peer `NAME` (repeatable)")
 	return cmd
 }
@@ -95,7 +101,7 @@ func runShareAdd(ctx context.Context, opts ShareAddOptions, g *Globals, args []s
 	if err != nil {
 		return err
 	}
-	share := config.Share{Name: name, Path: dir, ReadOnly: opts.ReadOnly, Peers: peers}
+	share := config.Share{Name: name, Path: dir, ReadOnly: opts.ReadOnly, Privileged: opts.Privileged, Peers: peers}
 	err = config.Update(p, func(f *config.File) error {
 		if old := f.ShareByName(name); old != nil {
 			return api.Errorf(api.CodeInvalid, "a share named %q already exists (%s): choose another name, or first run \"peerfs share rm %s\"", name, old.Path, name)
@@ -132,8 +138,11 @@ func runShareAdd(ctx context.Context, opts ShareAddOptions, g *Globals, args []s
 }
 
 func shareAccess(s config.Share) string {
-	if s.ReadOnly {
+	switch {
+	case s.ReadOnly:
 		return "read-only"
+	case s.Privileged:
+		return "read-write, privileged"
 	}
 	return "read-write"
 }

@@ -55,6 +55,9 @@ type Share struct {
 	Path     string   `json:"path"` // absolute
 	ReadOnly bool     `json:"read_only"`
 	Peers    []string `json:"peers"` // names of the peers allowed to use it
+	// Privileged lets its peers change owners and groups, keep set-user-ID and set-group-ID
+	// bits on files and make device nodes, as far as the daemon's account may.
+	Privileged bool `json:"privileged,omitempty"`
 }
 
 // Load reads and validates the config file. A missing file is an error wrapping

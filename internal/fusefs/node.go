@@ -108,9 +108,12 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 	if unlinked {
 		out.Nlink = 0 // unlinked, still open
 	}
-	// Files appear owned by the mounting user, as with sshfs -o idmap=user: the owner's
-	// numeric IDs mean nothing here, and tools like git refuse repositories owned by others.
-	out.Uid, out.Gid = n.root.opts.UID, n.root.opts.GID
+	uid, gid := e.UID, e.GID
+	if e.Ino >= localInoBase {
+		// Created here, not on the owner yet: it will be the owner's daemon's (owners.go).
+		uid, gid = n.root.opts.OwnerUID, n.root.opts.OwnerGID
+	}
+	out.Uid, out.Gid = n.root.shownIDs(uid, gid)
 	out.Blksize = uint32(n.root.opts.Blksize)
 }
 
@@ -224,7 +227,7 @@ func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 var _ = (fs.NodeSetattrer)((*Node)(nil))
 
-// Setattr sends mode, times and size changes to the owner. Pending writes go first, so a
+// Setattr sends mode, times, size, owner and group changes to the owner (owners.go). Pending writes go first, so a
 // truncate or an mtime set after writing is not undone by them.
 func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	n.root.stats.setattr.Add(0)
@@ -256,13 +259,8 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		req.Valid |= wire.SetAtime
 		req.AtimeNs = t.UnixNano()
 	}
-	if _, ok := in.GetUID(); ok {
-		// Ownership on the owner's disk belongs to the owner's account: refuse like a
-		// filesystem without chown rights would.
-		return syscall.EPERM
-	}
-	if _, ok := in.GetGID(); ok {
-		return syscall.EPERM
+	if errno := n.chownReq(ctx, in, &req); errno != 0 {
+		return errno
 	}
 	if errno := n.flush(ctx); errno != 0 {
 		return errno

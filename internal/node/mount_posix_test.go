@@ -1,11 +1,21 @@
 package node_test
 
 import (
+	"context"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/config"
+	"github.com/peerfs/peerfs/internal/peertest"
 )
 
 // TestMountFsyncDir: fsync of a directory succeeds (git, sqlite and PostgreSQL fsync the
@@ -139,5 +149,210 @@ func TestMountOwnerMkdirAppears(t *testing.T) {
 			t.Fatalf("2 s after the owner made a directory the mount still answers %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// privileged makes the share of m privileged (config.Share.Privileged) or not.
+func privileged(t *testing.T, m *mounted, on bool) {
+	t.Helper()
+	m.a.Update(func(f *config.File) error {
+		f.Shares[0].Privileged = on
+		return nil
+	})
+}
+
+// idsOf returns the owner and group of path, not followed.
+func idsOf(t *testing.T, path string) (uint32, uint32) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Uid, st.Gid
+}
+
+// TestMountChown: chown to the current IDs succeeds; to others it is EPERM unless the share
+// is privileged, and then applied on the owner as the owner's system allows.
+func TestMountChown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the owner's daemon must be able to chown")
+	}
+	m := mountShare(t)
+	dir, owned := createdDir(t, m, "d")
+	f := filepath.Join(dir, "f")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(f, 0, 0); err != nil {
+		t.Fatalf("chown to the current IDs: %v", err)
+	}
+	if err := os.Lchown(f, -1, -1); err != nil {
+		t.Fatalf("chown -1 -1: %v", err)
+	}
+	if err := os.Chown(f, 1234, 4321); !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("chown to other IDs in a share that is not privileged: %v, want EPERM", err)
+	}
+	privileged(t, m, true)
+	if err := os.Chown(f, 1234, 4321); err != nil {
+		t.Fatalf("chown in a privileged share: %v", err)
+	}
+	for _, p := range []string{f, filepath.Join(owned, "f")} {
+		if uid, gid := idsOf(t, p); uid != 1234 || gid != 4321 {
+			t.Errorf("%s after chown 1234:4321: %d:%d", p, uid, gid)
+		}
+	}
+	if err := os.Symlink("f", filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(dir, "l"), 55, 66); err != nil {
+		t.Fatalf("lchown of a symlink: %v", err)
+	}
+	if uid, gid := idsOf(t, filepath.Join(owned, "l")); uid != 55 || gid != 66 {
+		t.Errorf("the owner's symlink after lchown 55:66: %d:%d", uid, gid)
+	}
+	if uid, _ := idsOf(t, filepath.Join(owned, "f")); uid != 1234 {
+		t.Errorf("lchown of a symlink changed its target too")
+	}
+}
+
+// TestMountIdmap: with --idmap user (the default) files owned by the owner of the share's
+// folder show as the mounting user's, and chown to the mounting user means the owner's IDs;
+// with --idmap none every ID shows as the owner numbers it.
+func TestMountIdmap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test gives the share's folder to another user")
+	}
+	for _, idmap := range []string{"", "none"} {
+		t.Run("idmap="+idmap, func(t *testing.T) {
+			needFUSE(t)
+			a, b := peertest.Pair(t)
+			m := &mounted{a: a, b: b, share: t.TempDir(), mnt: t.TempDir()}
+			if err := os.Chown(m.share, 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(m.share, "theirs"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(m.share, "theirs"), 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(m.share, "other"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(m.share, "other"), 2000, 2000); err != nil {
+				t.Fatal(err)
+			}
+			a.Share("m", m.share, false, "beta")
+			a.Update(func(f *config.File) error { f.Shares[0].Privileged = true; return nil })
+			if _, err := b.N.Mount(context.Background(), api.MountParams{Peer: "alpha", Share: "m", Dir: m.mnt, Idmap: idmap}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.N.Unmount(context.Background(), api.UnmountParams{Dir: m.mnt}) })
+			mine := uint32(1000)
+			if idmap == "" {
+				mine = 0 // the test's own uid and gid
+			}
+			if uid, gid := idsOf(t, filepath.Join(m.mnt, "theirs")); uid != mine || gid != mine {
+				t.Errorf("a file of the share folder's owner shows as %d:%d, want %d:%d", uid, gid, mine, mine)
+			}
+			if uid, gid := idsOf(t, filepath.Join(m.mnt, "other")); uid != 2000 || gid != 2000 {
+				t.Errorf("a file of another user shows as %d:%d, want 2000:2000", uid, gid)
+			}
+			if err := os.Chown(filepath.Join(m.mnt, "other"), int(mine), int(mine)); err != nil {
+				t.Fatal(err)
+			}
+			if uid, gid := idsOf(t, filepath.Join(m.share, "other")); uid != 1000 || gid != 1000 {
+				t.Errorf("chown to %d:%d in the mount made %d:%d on the owner, want 1000:1000", mine, mine, uid, gid)
+			}
+		})
+	}
+}
+
+// TestMountSpecialFiles: mkfifo, mknod of a FIFO, a socket and a regular file, and bind of a
+// Unix socket make them on the owner; a FIFO and a socket work as local objects of the
+// mounting machine. A device node is EPERM unless the share is privileged.
+func TestMountSpecialFiles(t *testing.T) {
+	m := mountShare(t)
+	dir, owned := createdDir(t, m, "d")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o640); err != nil {
+		t.Fatalf("mkfifo in the mount: %v", err)
+	}
+	for _, p := range []string{fifo, filepath.Join(owned, "fifo")} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO || st.Mode&0o777 != 0o640&^0o022 {
+			t.Errorf("%s: mode %#o, %v; want a FIFO of 0640 under the umask", p, st.Mode, err)
+		}
+	}
+	// A FIFO is a local object: a writer and a reader here meet in the kernel.
+	done := make(chan error, 1)
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = w.Write([]byte("through the pipe"))
+			w.Close()
+		}
+		done <- err
+	}()
+	r, err := os.Open(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if werr := <-done; werr != nil || err != nil || string(got) != "through the pipe" {
+		t.Fatalf("through the FIFO: %q, %v, %v", got, err, werr)
+	}
+	if err := syscall.Mknod(filepath.Join(dir, "sock"), syscall.S_IFSOCK|0o600, 0); err != nil {
+		t.Fatalf("mknod of a socket: %v", err)
+	}
+	if err := syscall.Mknod(filepath.Join(dir, "reg"), syscall.S_IFREG|0o600, 0); err != nil {
+		t.Fatalf("mknod of a regular file: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(owned, "reg")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the owner's reg: %v, %v", fi, err)
+	}
+	if err := syscall.Mknod(filepath.Join(dir, "fifo"), syscall.S_IFIFO|0o600, 0); !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("mknod over an existing name: %v, want EEXIST", err)
+	}
+	// bind(2) makes the socket; connect(2) here reaches the listener here.
+	sock := filepath.Join(dir, "listener")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatalf("binding a Unix socket in the mount: %v", err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			c.Write([]byte("hello"))
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("connecting to the socket in the mount: %v", err)
+	}
+	got, err = io.ReadAll(c)
+	c.Close()
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("through the socket: %q, %v", got, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(owned, "listener")); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("the owner's listener: %v, %v; want a socket", fi, err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	null := filepath.Join(dir, "null")
+	if err := syscall.Mknod(null, syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("mknod of a device in a share that is not privileged: %v, want EPERM", err)
+	}
+	privileged(t, m, true)
+	if err := syscall.Mknod(null, syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatalf("mknod of a device in a privileged share: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(owned, "null"), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR || st.Rdev != unix.Mkdev(1, 3) {
+		t.Fatalf("the owner's null: mode %#o rdev %#x, %v", st.Mode, st.Rdev, err)
 	}
 }
