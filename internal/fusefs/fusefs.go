@@ -162,6 +162,8 @@ type Root struct {
 	gen atomic.Uint64
 	// watching says change events flow (EventsFlowing, EventsStopped).
 	watching atomic.Bool
+	// giveOnce logs the first refusal to give a new file to its creator (owners.go).
+	giveOnce sync.Once
 
 	// Files created here before they are on the owner (create.go): localInos numbers them,
 	// aliases maps the owner's inode number of such a file to the one the kernel knows.

@@ -70,6 +70,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		n.root.nameTaken(p, err)
 		return nil, toErrno(err)
 	}
+	n.giveToCaller(ctx, p, &e)
 	n.root.replica.Put(p, e)
 	n.root.replica.SetDir(p, nil)
 	ino := n.newChild(ctx, &e, out)
@@ -99,6 +100,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		n.root.nameTaken(p, err)
 		return nil, toErrno(err)
 	}
+	n.giveToCaller(ctx, p, &e)
 	n.root.replica.Put(p, e)
 	return n.newChild(ctx, &e, out), 0
 }
@@ -144,16 +146,29 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if flags&syscall.O_TRUNC != 0 {
 		cf |= wire.CreateTruncate
 	}
-	if ino, h, fuseFlags, errno, ok := n.createLocally(ctx, name, p, flags, mode, cf, out); ok {
-		if errno != 0 {
-			return nil, nil, 0, errno
+	// A file another user creates goes to the owner at once, to be given to that user.
+	if !n.root.foreignCaller(ctx) {
+		if ino, h, fuseFlags, errno, ok := n.createLocally(ctx, name, p, flags, mode, cf, out); ok {
+			if errno != 0 {
+				return nil, nil, 0, errno
+			}
+			return ino, h, fuseFlags, 0
 		}
-		return ino, h, fuseFlags, 0
 	}
 	n.root.stats.roundTrips.Add(1)
-	e, err := n.root.owner.Create(ctx, p, mode&0o7777, cf)
+	// Another user's create is exclusive first, so that only a file it made is given to it.
+	foreign := n.root.foreignCaller(ctx)
+	made := foreign
+	e, err := n.root.owner.Create(ctx, p, mode&0o7777, cf|boolFlag(foreign, wire.CreateExclusive))
+	if foreign && cf&wire.CreateExclusive == 0 && toErrno(err) == syscall.EEXIST {
+		made = false
+		e, err = n.root.owner.Create(ctx, p, mode&0o7777, cf)
+	}
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
+	}
+	if made {
+		n.giveToCaller(ctx, p, &e)
 	}
 	n.createsOK.Store(true)
 	n.root.replica.Put(p, e)

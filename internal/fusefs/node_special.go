@@ -52,6 +52,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 		n.root.nameTaken(p, err)
 		return nil, toErrno(err)
 	}
+	n.giveToCaller(ctx, p, &e)
 	n.createsOK.Store(true)
 	n.root.replica.Put(p, e)
 	return n.newChild(ctx, &e, out), 0

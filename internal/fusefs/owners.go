@@ -128,3 +128,52 @@ func inGroups(pid, gid uint32) bool {
 	}
 	return false
 }
+
+// foreignCaller reports whether the caller is another user than the one who mounted, on an
+// --allow-other mount: what it creates must be given to it (giveToCaller).
+func (r *Root) foreignCaller(ctx context.Context) bool {
+	if !r.opts.AllowOther {
+		return false
+	}
+	caller, ok := fuse.FromContext(ctx)
+	return ok && (caller.Uid != r.opts.UID || caller.Gid != r.opts.GID)
+}
+
+// giveToCaller gives a file that directory n just had the owner make at p (described by e,
+// updated here) to the caller who asked for it, as a local disk makes it the creator's: the
+// owner's daemon made it with its own IDs. The group stays the directory's in a set-group-ID
+// directory. Only on an --allow-other mount, for a caller who is not the mounting user, and
+// only where the owner allows it (a privileged share, a daemon with CAP_CHOWN); otherwise the
+// file stays the daemon's, and the refusal is logged once.
+func (n *Node) giveToCaller(ctx context.Context, p string, e *wire.Entry) {
+	if !n.root.foreignCaller(ctx) {
+		return
+	}
+	caller, _ := fuse.FromContext(ctx)
+	req := wire.SetAttrReq{Share: n.root.opts.Share, Path: p, Valid: wire.SetUID | wire.SetGID}
+	req.UID, req.GID = n.root.ownerIDs(caller.Uid, caller.Gid)
+	if dir, err := n.entry(ctx); err == nil && dir.Mode&syscall.S_ISGID != 0 {
+		req.Valid &^= wire.SetGID
+	}
+	if req.UID == e.UID && (req.Valid&wire.SetGID == 0 || req.GID == e.GID) {
+		return
+	}
+	n.root.stats.roundTrips.Add(1)
+	resp, err := n.root.owner.SetAttr(ctx, req)
+	if err != nil {
+		n.root.giveOnce.Do(func() {
+			n.root.log.Warn("files other users create through the mount stay the owner's daemon's: "+
+				"the owner refused to give them away (share add --privileged, and a daemon that may chown)", "path", p, "err", err)
+		})
+		return
+	}
+	*e = resp.Entry
+}
+
+// boolFlag is flag when on, else 0.
+func boolFlag(on bool, flag uint32) uint32 {
+	if on {
+		return flag
+	}
+	return 0
+}

@@ -3,9 +3,11 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -354,5 +356,76 @@ func TestMountSpecialFiles(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Lstat(filepath.Join(owned, "null"), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR || st.Rdev != unix.Mkdev(1, 3) {
 		t.Fatalf("the owner's null: mode %#o rdev %#x, %v", st.Mode, st.Rdev, err)
+	}
+}
+
+// asUser runs the shell command script as uid and gid 1000 and returns its combined output
+// and error.
+func asUser(t *testing.T, script string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	cmd.Dir = "/"
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestMountAllowOther: with --allow-other another user may use the mount, with mode bits
+// checked by the kernel as on a local disk, and what it creates is its own (in a privileged
+// share); without it the mount is the mounting user's alone.
+func TestMountAllowOther(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test runs commands as another user")
+	}
+	needFUSE(t)
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprint("allow_other=", allow), func(t *testing.T) {
+			a, b := peertest.Pair(t)
+			m := &mounted{a: a, b: b, share: t.TempDir(), mnt: t.TempDir()}
+			for _, d := range []string{filepath.Dir(m.mnt), m.mnt, filepath.Dir(m.share), m.share} {
+				if err := os.Chmod(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Mkdir(filepath.Join(m.share, "u"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(m.share, "u"), 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(m.share, "roots"), []byte("root's\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			a.Share("m", m.share, false, "beta")
+			a.Update(func(f *config.File) error { f.Shares[0].Privileged = true; return nil })
+			if _, err := b.N.Mount(context.Background(), api.MountParams{Peer: "alpha", Share: "m", Dir: m.mnt, AllowOther: allow}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.N.Unmount(context.Background(), api.UnmountParams{Dir: m.mnt}) })
+			u := filepath.Join(m.mnt, "u")
+			out, err := asUser(t, "cat "+filepath.Join(m.mnt, "roots"))
+			if !allow {
+				if err == nil {
+					t.Fatalf("another user read the mount without --allow-other: %q", out)
+				}
+				return
+			}
+			if err != nil || out != "root's\n" {
+				t.Fatalf("another user reading a file of mode 0644: %q, %v", out, err)
+			}
+			if out, err := asUser(t, "echo x >> "+filepath.Join(m.mnt, "roots")); err == nil {
+				t.Fatalf("another user wrote root's file of mode 0644: %q", out)
+			}
+			script := "set -e; cd " + u + "; echo one > f; mkdir d; echo two >> f; echo three > d/g; ln -s f l; mkfifo p; cat f; ls -ln f | cut -d' ' -f3,4"
+			out, err = asUser(t, script)
+			if err != nil || out != "one\ntwo\n1000 1000\n" {
+				t.Fatalf("another user working in its own directory: %q, %v", out, err)
+			}
+			for _, name := range []string{"f", "d", "d/g", "l", "p"} {
+				if uid, gid := idsOf(t, filepath.Join(m.share, "u", name)); uid != 1000 || gid != 1000 {
+					t.Errorf("%s made by user 1000 is %d:%d on the owner", name, uid, gid)
+				}
+			}
+		})
 	}
 }
