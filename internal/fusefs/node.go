@@ -104,6 +104,7 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 	out.Mtime, out.Mtimensec = uint64(e.MtimeNs/1e9), uint32(e.MtimeNs%1e9)
 	out.Ctime, out.Ctimensec = uint64(e.CtimeNs/1e9), uint32(e.CtimeNs%1e9)
 	out.Mode = e.Mode
+	out.Rdev = uint32(e.Rdev)
 	out.Nlink = max(e.Nlink, 1)
 	if unlinked {
 		out.Nlink = 0 // unlinked, still open

@@ -170,6 +170,7 @@ var samples = []sample{
 	{"mknod-fifo", OpMknod, 0, &MknodReq{Share: "inbox", Path: "run/queue", Mode: ModeFIFO | 0o600}},
 	{"mknod-char", OpMknod, 0, &MknodReq{Share: "inbox", Path: "dev/null", Mode: ModeChar | 0o666, Rdev: 0x103}},
 	{"mknod-reply", OpMknod, FlagResponse, &Entry{Mode: ModeFIFO | 0o600, Ino: 78, Nlink: 1}},
+	{"mknod-reply-device", OpMknod, FlagResponse, &Entry{Mode: ModeChar | 0o666, Ino: 79, Nlink: 1, Rdev: 0x103}},
 }
 
 // rawFrame is a seed whose body has no message type: fixed raw bytes or empty.
