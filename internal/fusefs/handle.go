@@ -23,6 +23,9 @@ type Handle struct {
 	n        *Node
 	writable bool
 	pass     bool // served by FUSE passthrough
+	// passWrite says the kernel writes this open's data into the backing cache file
+	// itself: its flushes send the file to the owner (handle_passthrough.go).
+	passWrite bool
 	// fills says the kernel keeps this open's READ replies in its page cache (not an
 	// O_DIRECT open), so they count toward what its pages hold (pages.go).
 	fills  bool
@@ -55,8 +58,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && !n.passDrained(ctx) {
-		return nil, 0, n.refuseWriteOpen()
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		// A reader closed just before: an ordinary writer is cheaper than a passthrough one.
+		n.passDrained(ctx)
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if errno := n.ensureCreated(ctx); errno != 0 {
@@ -76,24 +80,16 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.localSize = 0
 		n.mu.Unlock()
 		n.root.forgetContent(n.path())
+		n.truncatePass(0)
 	}
 	return n.openHandle(ctx, flags, &e)
 }
 
-// refuseWriteOpen answers an open for writing of a file open by passthrough. The kernel
-// requires every open of an inode open by passthrough to be passthrough too (else the open
-// fails with EIO), and a passthrough write would reach the cache file, not the owner. ETXTBSY
-// says what it is, and the log says what to do.
-func (n *Node) refuseWriteOpen() syscall.Errno {
-	n.root.log.Warn("open for writing refused: the file is being read through FUSE passthrough; "+
-		"close its readers first, or mount with --no-passthrough", "path", n.path())
-	return syscall.ETXTBSY
-}
-
 // passDrainWait is how long an open for writing waits for the passthrough opens of its file
-// to end. close(2) returns before the kernel sends RELEASE, so a program that closes a
-// reader and opens the file for writing at once would otherwise meet its own reader.
-const passDrainWait = time.Second
+// to end before it opens by passthrough too (handle_passthrough.go). close(2) returns before
+// the kernel sends RELEASE, so a program that closes a reader and opens the file for writing
+// at once would otherwise meet its own reader.
+const passDrainWait = 200 * time.Millisecond
 
 // passDrained reports whether the file has no passthrough open, waiting up to passDrainWait
 // for the ones there are to be released.
@@ -117,11 +113,10 @@ func (n *Node) passDrained(ctx context.Context) bool {
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
 		fills: flags&syscall.O_DIRECT == 0}
-	n.mu.Lock()
-	if h.writable && n.passOpens > 0 {
-		n.mu.Unlock()
-		return nil, 0, n.refuseWriteOpen()
+	if ph, ok := n.joinPassthrough(h, e); ok {
+		return ph, 0, 0
 	}
+	n.mu.Lock()
 	n.opens++
 	n.mu.Unlock()
 	if h.writable {
@@ -160,6 +155,10 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	if pass {
 		n.passOpens++
 		h.pass = true
+		if n.passCF == nil {
+			n.passCF = cf.Retain()
+			n.passSent, _ = stampOf(cf.OSFile())
+		}
 	}
 	n.mu.Unlock()
 	if pass {
@@ -540,6 +539,11 @@ func (h *Handle) Flush(ctx context.Context) syscall.Errno {
 	if !h.writable {
 		return 0
 	}
+	if h.passWrite {
+		if errno := h.n.sendPassWrites(ctx); errno != 0 {
+			return errno
+		}
+	}
 	return h.n.flush(ctx)
 }
 
@@ -547,6 +551,11 @@ var _ = (fs.FileFsyncer)((*Handle)(nil))
 
 func (h *Handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	h.n.root.stats.fsync.Add(0)
+	if h.passWrite {
+		if errno := h.n.sendPassWrites(ctx); errno != 0 {
+			return errno
+		}
+	}
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
@@ -569,13 +578,25 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 		cf.Release()
 	}
 	var errno syscall.Errno
-	if h.writable {
-		errno = h.n.flush(ctx)
+	if h.passWrite {
+		errno = h.n.sendPassWrites(ctx)
 	}
+	if h.writable {
+		if e := h.n.flush(ctx); errno == 0 {
+			errno = e
+		}
+	}
+	var passCF *cache.File
 	h.n.mu.Lock()
 	h.n.opens--
 	if h.pass {
 		h.n.passOpens--
+		if h.passWrite {
+			h.n.passWriters--
+		}
+		if h.n.passOpens == 0 {
+			passCF, h.n.passCF = h.n.passCF, nil
+		}
 	}
 	if h.writable {
 		h.n.writers--
@@ -588,6 +609,9 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 		hidden, h.n.hidden = h.n.hidden, ""
 	}
 	h.n.mu.Unlock()
+	if passCF != nil {
+		passCF.Release()
+	}
 	if complete && !h.pass && h.n.root.passthrough.Load() {
 		h.n.idlePages()
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/peerfs/peerfs/internal/cache"
 	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
 	"github.com/peerfs/peerfs/internal/writeback"
@@ -27,6 +28,13 @@ type Node struct {
 	writers   int   // open handles that may write
 	opens     int   // open handles
 	passOpens int   // open handles served by passthrough
+	// While the file is open by passthrough: passCF is the cache file the kernel reads and
+	// writes (the backing file, a reference of the node's own), passWriters counts the
+	// passthrough opens that may write it, and passSent is its state when the owner last got
+	// it whole (handle_passthrough.go).
+	passCF      *cache.File
+	passWriters int
+	passSent    fileStamp
 	// hidden is the owner-side name of a file unlinked while open here: like NFS, the file is
 	// renamed to a hidden name instead of deleted, and deleted at the last close.
 	hidden string
@@ -206,6 +214,7 @@ var _ = (fs.NodeGetattrer)((*Node)(nil))
 
 func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.root.stats.getattr.Add(0)
+	n.passSize()
 	// While this mount writes a file, its own view is the one that matters (close-to-open):
 	// the kernel asks for attributes around every write, and must not wait for the owner.
 	n.mu.Lock()
@@ -288,6 +297,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		n.localSize = int64(req.Size)
 		n.mu.Unlock()
 		n.root.forgetContent(p)
+		n.truncatePass(int64(req.Size))
 	}
 	n.root.replica.Put(p, e)
 	n.fill(&e, &out.Attr)

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -427,5 +428,83 @@ func TestMountAllowOther(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMountWriteWhilePassthroughRead: opening a file for writing while another descriptor
+// reads it through FUSE passthrough succeeds (it answered ETXTBSY), both see the same data at
+// once, and close sends the writes to the owner.
+func TestMountWriteWhilePassthroughRead(t *testing.T) {
+	m := mountShare(t)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "f.bin"), 4<<20, 31)
+	want, _ := os.ReadFile(filepath.Join(m.share, "f.bin"))
+	p := filepath.Join(m.mnt, "f.bin")
+	if got := cacheBypassingPages(t, p); !bytes.Equal(got, want) {
+		t.Fatal("first read differs")
+	}
+	pass := counter(t, m, "passthrough_opens")
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if counter(t, m, "passthrough_opens") == pass {
+		t.Skip("the kernel refused FUSE passthrough here (needs CAP_SYS_ADMIN and a kernel with FUSE passthrough)")
+	}
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("opening for writing a file read through passthrough: %v", err)
+	}
+	if _, err := w.WriteAt([]byte("HELLO"), 1000); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[1000:], "HELLO")
+	buf := make([]byte, 5)
+	if _, err := r.ReadAt(buf, 1000); err != nil || string(buf) != "HELLO" {
+		t.Fatalf("the reader sees %q (%v) after the writer wrote HELLO", buf, err)
+	}
+	a, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatalf("a second writer: %v", err)
+	}
+	if _, err := a.Write([]byte("TAIL")); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "TAIL"...)
+	if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(want)) {
+		t.Fatalf("size through the mount after an append: %v, %v; want %d", fi, err, len(want))
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("close of the writer: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(m.share, "f.bin")); !bytes.Equal(got, want) {
+		t.Fatalf("the owner has %d bytes, not what was written (%d)", len(got), len(want))
+	}
+	got := make([]byte, len(want))
+	if n, err := r.ReadAt(got, 0); n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("the reader reads %d bytes (%v), not what was written", n, err)
+	}
+	// Truncation through a third writer reaches the reader and the owner.
+	if err := os.Truncate(p, 100); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.ReadAt(got, 0); n != 100 {
+		t.Fatalf("the reader reads %d bytes after a truncate to 100", n)
+	}
+	if fi, err := os.Stat(filepath.Join(m.share, "f.bin")); err != nil || fi.Size() != 100 {
+		t.Fatalf("the owner's file after a truncate to 100: %v, %v", fi, err)
+	}
+	// So does an open with O_TRUNC, and what it writes.
+	if err := os.WriteFile(p, []byte("new"), 0o644); err != nil {
+		t.Fatalf("O_TRUNC write during a passthrough read: %v", err)
+	}
+	if n, _ := r.ReadAt(got, 0); string(got[:n]) != "new" {
+		t.Fatalf("the reader reads %q after an O_TRUNC write of %q", got[:n], "new")
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.share, "f.bin")); string(b) != "new" {
+		t.Fatalf("the owner has %q", b)
 	}
 }
