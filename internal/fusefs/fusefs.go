@@ -244,12 +244,11 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 			ExtraCapabilities: killPrivCaps,
 			AllowOther:        r.opts.AllowOther,
 		},
-		// Mode 0000 is a mode like any other (chmod 0, open(O_CREAT, 0)); go-fuse would
-		// otherwise show it as 0644.
-		NullPermissions: true,
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
 		NegativeTimeout: &neg,
+		// Modes as the owner has them: go-fuse would show a file of mode 0000 as 0644.
+		NullPermissions: true,
 		UID:             r.opts.UID,
 		GID:             r.opts.GID,
 		Logger:          nil,

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -128,31 +127,6 @@ func modeOf(t *testing.T, path string) uint32 {
 		t.Fatal(err)
 	}
 	return st.Mode & 0o7777
-}
-
-// TestMountOwnerMkdirAppears: a directory made on the owner under a name the mount just
-// answered as missing appears in the mount once its change event arrives; the kernel keeps a
-// missing name for 10 s unless the event tells it to forget.
-func TestMountOwnerMkdirAppears(t *testing.T) {
-	m := mountShare(t)
-	p := filepath.Join(m.mnt, "later")
-	if _, err := os.Stat(p); !os.IsNotExist(err) {
-		t.Fatalf("stat of a missing name: %v", err)
-	}
-	if err := os.Mkdir(filepath.Join(m.share, "later"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		_, err := os.Stat(p)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("2 s after the owner made a directory the mount still answers %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // privileged makes the share of m privileged (config.Share.Privileged) or not.
