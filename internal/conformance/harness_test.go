@@ -225,15 +225,16 @@ func (f *fixture) runCase(t *testing.T, c *caseSpec) {
 		}
 	}
 	dirName := strings.ReplaceAll(c.name, "/", "_")
-	nativeDir := filepath.Join(f.native, dirName)
-	// The mount's case directory is made on the owner, as a fresh directory the mount has
-	// never looked up, so making it depends on nothing the cases test.
-	mountDir := filepath.Join(mnt, dirName)
-	for _, d := range []string{nativeDir, filepath.Join(share, dirName)} {
+	nativeDir, mountDir := filepath.Join(f.native, dirName), filepath.Join(mnt, dirName)
+	// Made by mkdir(2) in each, as a user would make a folder to work in; the owner of a
+	// case run as another user is set on the owner's disk, where chown needs no mount.
+	for _, d := range []string{nativeDir, mountDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if c.uid >= 0 {
+	}
+	if c.uid >= 0 {
+		for _, d := range []string{nativeDir, filepath.Join(share, dirName)} {
 			if err := os.Chown(d, c.uid, c.gid); err != nil {
 				t.Fatal(err)
 			}
