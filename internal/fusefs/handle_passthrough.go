@@ -71,8 +71,14 @@ func (n *Node) joinPassthrough(h *Handle, e *wire.Entry) (fs.FileHandle, bool) {
 }
 
 // sendPassWrites sends the backing file whole to the owner if a passthrough writer changed it
-// since the owner last got it.
-func (n *Node) sendPassWrites(ctx context.Context) syscall.Errno {
+// since the owner last got it. If that fails, the cache forgets the file: its copy no longer
+// holds the version it was cached as, and must not serve an open after these end.
+func (n *Node) sendPassWrites(ctx context.Context) (errno syscall.Errno) {
+	defer func() {
+		if errno != 0 {
+			n.root.forgetContent(n.path())
+		}
+	}()
 	n.mu.Lock()
 	cf := n.passCF
 	if cf != nil {
