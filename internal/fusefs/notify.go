@@ -71,8 +71,8 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 			}
 			if ev.Kind == wire.EventChanged && ev.Entry.IsDir() {
 				// A directory's own attributes changed (its children come with their own
-				// events): keep its listing, forget only its entry. A directory where the
-				// replica knows of no name is a new name, which the kernel may hold as missing.
+				// events): keep its listing, forget only its entry. A directory the replica
+				// listed as absent is new, and the kernel may hold its name as missing.
 				absent := r.knownAbsent(p)
 				r.replica.InvalidateEntry(p)
 				r.notify(p, absent)

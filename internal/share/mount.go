@@ -128,7 +128,7 @@ func (s *Share) CreateWith(req wire.CreateReq) (wire.Entry, error) {
 	if flags&wire.CreateTruncate != 0 {
 		flag |= os.O_TRUNC
 	}
-	f, err := s.openRegularPerm(op, path, flag, fileMode(mode, false, s.privileged))
+	f, err := s.openRegularPerm(op, path, flag, fileMode(mode, false))
 	if err != nil {
 		return wire.Entry{}, err
 	}
@@ -241,6 +241,21 @@ func (s *Share) closeWithEntry(op, path string, f *os.File) (wire.Entry, error) 
 	return entryFromInfo(fi), nil
 }
 
+// exactMode gives the open file f, just created, the permission bits perm where the owner's
+// umask took some away, keeping a set-group-ID bit the file system gave it (a directory
+// inherits it from a set-group-ID parent).
+func exactMode(f *os.File, perm fs.FileMode) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	want := perm | fi.Mode()&fs.ModeSetgid
+	if fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) == want {
+		return nil
+	}
+	return f.Chmod(want)
+}
+
 // openRegularPerm is openRegular for an open that may create path (valid, not the root) with
 // the permission bits perm.
 func (s *Share) openRegularPerm(op, path string, flag int, perm fs.FileMode) (*os.File, error) {
@@ -322,23 +337,6 @@ func (s *Share) openParent(op, path string) (*os.File, string, error) {
 		return nil, "", fail(op, path, err)
 	}
 	return d, baseName(path), nil
-}
-
-// mkdirAt makes the directory path (valid, not the root) with mkdirat relative to its parent
-// opened through os.Root (openParent), so the sticky bit of mode is kept as mkdir(2) keeps it
-// (os.Root.Mkdir takes only the nine permission bits); the owner's umask applies, and a
-// set-group-ID parent passes on its group and the bit, as on any local mkdir.
-func (s *Share) mkdirAt(path string, mode uint32) error {
-	d, name, err := s.openParent("mkdir", path)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	err = withFd(d, func(fd int) error { return unix.Mkdirat(fd, name, mode&0o1777) })
-	if err != nil {
-		return os.NewSyscallError("mkdirat", err)
-	}
-	return nil
 }
 
 // withFd runs fn with f's descriptor, which stays valid for the duration of the call.
@@ -488,7 +486,7 @@ func (s *Share) Mknod(path string, mode uint32, rdev uint64) (wire.Entry, error)
 	default:
 		return wire.Entry{}, fail(op, path, errnoErr(fmt.Sprintf("mknod makes no file of type %#o", mode&wire.ModeTypeMask), syscall.EINVAL))
 	}
-	perm := uint32(fileMode(mode, false, s.privileged).Perm())
+	perm := uint32(fileMode(mode, false).Perm())
 	if mode&0o1000 != 0 {
 		perm |= unix.S_ISVTX
 	}

@@ -102,7 +102,7 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	if err := s.notDir(op, path); err != nil {
 		return err
 	}
-	if err := s.root.Chmod(part, fileMode(mode, false, s.privileged)); err != nil {
+	if err := s.root.Chmod(part, s.permFor(mode, false)); err != nil {
 		return fail(op, path, err)
 	}
 	if !mtime.IsZero() {
@@ -142,10 +142,12 @@ func (s *Share) RemovePart(path string) error {
 	return nil
 }
 
-// Mkdir creates one directory with the permission bits mode&0777 (the umask applies, as for
-// mkdir). With wire.NameExclusive in flags any existing name is EEXIST, as for mkdir(2);
-// without it an existing directory is success, so a tree can be sent again, and an existing
-// non-directory, a symlink included, is EEXIST. The share root always exists.
+// Mkdir creates one directory with the permission bits mode&0777. With wire.NameExclusive in
+// flags, a mount's mkdir(2), any existing name is EEXIST and the directory gets mode exactly
+// (sticky included; set-group-ID as the file system gives it): the mount's kernel applied its
+// caller's umask, not the owner's. Without it, a tree sent, an existing directory is success,
+// so a tree can be sent again, an existing non-directory, a symlink included, is EEXIST, and
+// the owner's umask applies. The share root always exists.
 func (s *Share) Mkdir(path string, mode, flags uint32) error {
 	const op = "mkdir"
 	if err := s.checkWrite(op, path); err != nil {
@@ -157,7 +159,10 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 		}
 		return nil
 	}
-	err := s.mkdirAt(path, mode)
+	err := s.root.Mkdir(path, fs.FileMode(mode&0o777))
+	if err == nil && flags&wire.NameExclusive != 0 {
+		err = s.exactDirMode(path, fileMode(mode&0o1777, true))
+	}
 	if err == nil {
 		return nil
 	}
@@ -167,6 +172,19 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 		}
 	}
 	return fail(op, path, err)
+}
+
+// exactDirMode gives the directory at path, just made, the permission bits perm (exactMode).
+func (s *Share) exactDirMode(path string, perm fs.FileMode) error {
+	d, err := s.root.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	err = exactMode(d, perm)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Symlink creates a symlink at path whose target is stored verbatim. The target is not judged:
@@ -282,7 +300,7 @@ func (s *Share) setAttr(op string, req wire.SetAttrReq, fi fs.FileInfo) (wire.En
 		}
 	}
 	if valid&wire.SetMode != 0 {
-		if err := s.root.Chmod(name, fileMode(req.Mode, fi.IsDir(), s.privileged)); err != nil {
+		if err := s.root.Chmod(name, s.permFor(req.Mode, fi.IsDir())); err != nil {
 			return wire.Entry{}, fail(op, path, err)
 		}
 	}
