@@ -218,6 +218,12 @@ type MountParams struct {
 	Inline  int    `json:"inline,omitempty"`  // inline small files up to this size; 0: default
 	// NoPassthrough serves cached files through the daemon instead of FUSE passthrough.
 	NoPassthrough bool `json:"no_passthrough,omitempty"`
+	// Idmap says how the owner's user and group IDs show: "user" (or empty, the default) shows
+	// the owner's as the mounting user's, "none" shows every ID as the owner numbers it.
+	Idmap string `json:"idmap,omitempty"`
+	// AllowOther lets every user of this machine use the mount, the kernel checking
+	// permissions as on a local disk (needs user_allow_other in /etc/fuse.conf unless root).
+	AllowOther bool `json:"allow_other,omitempty"`
 	// WaitSeconds bounds how long an operation waits for a lost link before failing with EIO;
 	// 0: 30 s.
 	WaitSeconds int `json:"wait_seconds,omitempty"`
@@ -238,6 +244,8 @@ type MountInfo struct {
 	Events      bool      `json:"events"`      // the owner pushes change events
 	Passthrough bool      `json:"passthrough"` // passthrough enabled for fully cached files
 	Blksize     int       `json:"blksize"`
+	Idmap       string    `json:"idmap"`       // "user" or "none"
+	AllowOther  bool      `json:"allow_other"` // other users of this machine may use the mount
 }
 
 // UnmountParams names a mount by its directory.

@@ -19,6 +19,8 @@ type MountOptions struct {
 	Blksize       int
 	Inline        int
 	NoPassthrough bool
+	Idmap         string
+	AllowOther    bool
 	Wait          int
 	Foreground    bool
 
@@ -59,6 +61,8 @@ may run beside the daemon of the same home. It is not remembered.`,
 	f.IntVar(&opts.Blksize, "blksize", 0, "st_blksize and statfs block size to report, in bytes (default 1 MiB)")
 	f.IntVar(&opts.Inline, "inline", 0, "inline the content of files up to this size in directory listings, at most 65536 (default 65536)")
 	f.BoolVar(&opts.NoPassthrough, "no-passthrough", false, "never serve cached files by FUSE passthrough")
+	f.StringVar(&opts.Idmap, "idmap", "user", "how owners show: user (the peer's files show as yours, like sshfs -o idmap=user) or none (user and group IDs as the peer numbers them)")
+	f.BoolVar(&opts.AllowOther, "allow-other", false, "let every user of this machine use the mount, with permissions checked as on a local disk (needs user_allow_other in /etc/fuse.conf unless root)")
 	f.IntVar(&opts.Wait, "wait", 0, "seconds an operation waits for a lost link before failing with EIO (default 30)")
 	f.BoolVarP(&opts.Foreground, "foreground", "f", false, "serve the mount from this process, without a daemon, until interrupted")
 	f.Int64Var(&opts.Readahead, "readahead", 0, "bytes a sequential reader's stream runs ahead of it (default 16 MiB)")
@@ -82,11 +86,14 @@ func runMount(ctx context.Context, opts MountOptions, g *Globals, args []string,
 		return err
 	}
 	p := api.MountParams{Peer: r.Peer, Share: r.Share, Dir: dir, Blksize: opts.Blksize, Inline: opts.Inline,
-		NoPassthrough: opts.NoPassthrough, WaitSeconds: opts.Wait,
+		NoPassthrough: opts.NoPassthrough, WaitSeconds: opts.Wait, Idmap: opts.Idmap, AllowOther: opts.AllowOther,
 		Readahead: opts.Readahead, KernelReadahead: opts.KernelReadahead, ReadsInFlight: opts.ReadsInFlight,
 		WritesInFlight: opts.WritesInFlight, Piece: opts.Piece}
 	if p.Piece < 0 || p.Piece > 1<<20 || p.Readahead < 0 || p.KernelReadahead < 0 || p.ReadsInFlight < 0 || p.WritesInFlight < 0 {
 		return usageErrorf("--piece must be at most 1048576, and the tuning flags must not be negative")
+	}
+	if p.Idmap != "user" && p.Idmap != "none" {
+		return usageErrorf("--idmap %q: use user (the peer's files show as yours) or none (IDs as the peer numbers them)", p.Idmap)
 	}
 	if opts.Foreground {
 		return runForegroundMount(ctx, g, p, out)

@@ -29,6 +29,7 @@ type shareJSON struct {
 	Name           string   `json:"name"`
 	Path           string   `json:"path"`
 	ReadOnly       bool     `json:"read_only"`
+	Privileged     bool     `json:"privileged"`
 	Peers          []string `json:"peers"`
 	AllowHardlinks bool     `json:"allow_hardlinks"`
 }
@@ -38,12 +39,13 @@ func toShareJSON(s config.Share) shareJSON {
 	if peers == nil {
 		peers = []string{}
 	}
-	return shareJSON{Name: s.Name, Path: s.Path, ReadOnly: s.ReadOnly, Peers: peers, AllowHardlinks: s.AllowHardlinks}
+	return shareJSON{Name: s.Name, Path: s.Path, ReadOnly: s.ReadOnly, Privileged: s.Privileged, Peers: peers, AllowHardlinks: s.AllowHardlinks}
 }
 
 // ShareAddOptions are the flags of "peerfs share add".
 type ShareAddOptions struct {
 	ReadOnly       bool
+	Privileged     bool
 	Peers          []string
 	AllowHardlinks bool
 }
@@ -51,13 +53,16 @@ type ShareAddOptions struct {
 func newShareAddCommand(g *Globals) *cobra.Command {
 	var opts ShareAddOptions
 	cmd := &cobra.Command{
-		Use:   "add NAME PATH [--read-only] [--allow-hardlinks] [--peer NAME ...]",
+		Use:   "add NAME PATH [--read-only] [--privileged] [--allow-hardlinks] [--peer NAME ...]",
 		Short: "Export a folder",
 		Long: `Export the existing directory PATH as share NAME (1-64 letters, digits, '-', '_' and
 '.', not starting with '.'). Only the peers named with --peer may use it; repeat
 --peer or separate names with commas. With --read-only peers can read but not write.
 A file with more than one hard link is served only if the link was made through the
 share, since its other names may lie outside it; --allow-hardlinks serves them all.
+With --privileged its peers may also change owners and groups (chown), keep set-user-ID
+and set-group-ID bits on files and make device nodes, as far as the daemon's account may
+(as root: anything); without it those requests are refused with EPERM.
 A running daemon picks up the change at once.`,
 		Example: `  peerfs share add projects ~/projects --peer desktop
   peerfs share add photos /srv/photos --read-only --peer desktop,server`,
@@ -67,6 +72,7 @@ A running daemon picks up the change at once.`,
 		}),
 	}
 	cmd.Flags().BoolVar(&opts.ReadOnly, "read-only", false, "peers may read but not write")
+	cmd.Flags().BoolVar(&opts.Privileged, "privileged", false, "peers may chown, set set-user-ID and set-group-ID bits on files and make device nodes, as far as the daemon's account may")
 	cmd.Flags().StringSliceVar(&opts.Peers, "peer", nil, "allow the peer `NAME` (repeatable)")
 	cmd.Flags().BoolVar(&opts.AllowHardlinks, "allow-hardlinks", false,
 		"serve files with several hard links even if not linked through the share (their other names may lie outside it)")
@@ -101,7 +107,7 @@ func runShareAdd(ctx context.Context, opts ShareAddOptions, g *Globals, args []s
 	if err != nil {
 		return err
 	}
-	share := config.Share{Name: name, Path: dir, ReadOnly: opts.ReadOnly, Peers: peers, AllowHardlinks: opts.AllowHardlinks}
+	share := config.Share{Name: name, Path: dir, ReadOnly: opts.ReadOnly, Privileged: opts.Privileged, Peers: peers, AllowHardlinks: opts.AllowHardlinks}
 	err = config.Update(p, func(f *config.File) error {
 		if old := f.ShareByName(name); old != nil {
 			return api.Errorf(api.CodeInvalid, "a share named %q already exists (%s): choose another name, or first run \"peerfs share rm %s\"", name, old.Path, name)
@@ -139,8 +145,11 @@ func runShareAdd(ctx context.Context, opts ShareAddOptions, g *Globals, args []s
 
 func shareAccess(s config.Share) string {
 	access := "read-write"
-	if s.ReadOnly {
+	switch {
+	case s.ReadOnly:
 		access = "read-only"
+	case s.Privileged:
+		access = "read-write,privileged"
 	}
 	if s.AllowHardlinks {
 		access += ",hardlinks"

@@ -578,3 +578,14 @@ func TestWithDaemon(t *testing.T) {
 		t.Errorf("send of a missing file: exit %d", exit)
 	}
 }
+
+// TestMountIdmapFlag: --idmap takes user or none, and a wrong value is a usage error that
+// names the choices, before any daemon is asked.
+func TestMountIdmapFlag(t *testing.T) {
+	home := t.TempDir()
+	mustRun(t, home, "init", "--name", "alpha")
+	exit, out, errOut := run(t, home, "mount", "--idmap", "root", "beta:s", t.TempDir())
+	if exit != ExitUsage || !strings.Contains(errOut, "--idmap") || !strings.Contains(errOut, "none") || out != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want a usage error naming --idmap's choices", exit, out, errOut)
+	}
+}

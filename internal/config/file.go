@@ -63,6 +63,9 @@ type Share struct {
 	// AllowHardlinks serves files with several hard links whatever made them; without it only
 	// those linked through the share are (docs/ARCHITECTURE.md, hard links).
 	AllowHardlinks bool `json:"allow_hardlinks,omitempty"`
+	// Privileged lets its peers change owners and groups, keep set-user-ID and set-group-ID
+	// bits on files and make device nodes, as far as the daemon's account may.
+	Privileged bool `json:"privileged,omitempty"`
 }
 
 // Load reads and validates the config file. A missing file is an error wrapping

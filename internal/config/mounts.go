@@ -21,6 +21,8 @@ type Mount struct {
 	Inline        int    `json:"inline,omitempty"`
 	NoPassthrough bool   `json:"no_passthrough,omitempty"`
 	WaitSeconds   int    `json:"wait_seconds,omitempty"`
+	Idmap         string `json:"idmap,omitempty"`
+	AllowOther    bool   `json:"allow_other,omitempty"`
 
 	Readahead       int64 `json:"readahead,omitempty"`
 	KernelReadahead int64 `json:"kernel_readahead,omitempty"`

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/peertest"
 )
 
@@ -143,6 +144,10 @@ func runChild(name, dir string) int {
 	// Both runs start from the same umask whatever the test's caller has; a case that
 	// needs another one sets it.
 	unix.Umask(0o022)
+	if err := os.Chdir(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "case %s: %v\n", name, err)
+		return 2
+	}
 	out := bufio.NewWriter(os.Stdout)
 	enc := json.NewEncoder(out)
 	code := 0
@@ -207,6 +212,7 @@ func TestConformance(t *testing.T) {
 	}
 	f.owner, f.peer = peertest.Pair(t)
 	f.owner.Share("conformance", f.share, false, f.peer.Name)
+	privileged(f.owner)
 	peertest.Mount(t, f.owner, f.peer, "conformance", f.mnt)
 	t.Cleanup(f.cleanup)
 
@@ -226,26 +232,28 @@ func (f *fixture) runCase(t *testing.T, c *caseSpec) {
 	if c.root && os.Geteuid() != 0 {
 		t.Skip("needs root: run the test as root")
 	}
-	mnt, share := f.mnt, f.share
+	mnt := f.mnt
 	if c.uid >= 0 {
 		if os.Geteuid() != 0 {
 			t.Skip("runs as another user: run the test as root")
 		}
-		if mnt, share = f.otherMount(t); mnt == "" {
+		if mnt, _ = f.otherMount(t); mnt == "" {
 			t.Skip(f.otherErr)
 		}
 	}
 	dirName := strings.ReplaceAll(c.name, "/", "_")
 	nativeDir, mountDir := filepath.Join(f.native, dirName), filepath.Join(mnt, dirName)
-	// Made by mkdir(2) in each, as a user would make a folder to work in; the owner of a
-	// case run as another user is set on the owner's disk, where chown needs no mount.
+	// Made by mkdir(2) in each, as a user would make a folder to work in, and given to the
+	// user a case runs as by chown(2) in each (the shares are privileged): a chown on the
+	// owner's disk would reach the mount's kernel only with its change event, after the
+	// case may have started.
 	for _, d := range []string{nativeDir, mountDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if c.uid >= 0 {
-		for _, d := range []string{nativeDir, filepath.Join(share, dirName)} {
+		for _, d := range []string{nativeDir, mountDir} {
 			if err := os.Chown(d, c.uid, c.gid); err != nil {
 				t.Fatal(err)
 			}
@@ -279,8 +287,10 @@ func (f *fixture) child(t *testing.T, c *caseSpec, dir string) []observation {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), childTimeout)
 	defer cancel()
+	// The child changes to dir itself (runChild): a chdir between fork and exec into the
+	// mount served by this very process can deadlock it (the kernel asks the server, whose
+	// runtime waits for the vforked thread; go-fuse's "Deadlocks", 1a).
 	cmd := exec.CommandContext(ctx, bin)
-	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), envCase+"="+c.name, envDir+"="+dir)
 	if c.uid >= 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.gid)}}
@@ -375,6 +385,7 @@ func (f *fixture) otherMount(t *testing.T) (mnt, share string) {
 		// It outlives this subtest: f.cleanup unmounts it when TestConformance ends.
 		share, mnt := f.otherShareDir, f.otherMntDir
 		f.owner.Share("conformance-other", share, false, f.peer.Name)
+		privileged(f.owner)
 		p := api.MountParams{Peer: f.owner.Name, Share: "conformance-other", Dir: mnt}
 		allowOther(&p)
 		if _, err := f.peer.N.Mount(context.Background(), p); err != nil {
@@ -384,6 +395,17 @@ func (f *fixture) otherMount(t *testing.T) (mnt, share string) {
 		f.otherMnt = mnt
 	})
 	return f.otherMnt, f.otherShareDir
+}
+
+// privileged lets the peer do on the owner's shares what root may do on the local disk
+// (chown, set-id bits, device nodes), so that the cases compare like with like.
+func privileged(owner *peertest.Node) {
+	owner.Update(func(c *config.File) error {
+		for i := range c.Shares {
+			c.Shares[i].Privileged = true
+		}
+		return nil
+	})
 }
 
 // cleanup unmounts the mount for other users and removes the binary copy; it runs before the

@@ -59,6 +59,8 @@ type Owner interface {
 	// SetAttr changes attributes and returns the file after the change and its state before.
 	SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.ChangeResp, error)
 	Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error)
+	// Mknod makes a FIFO, socket or device node (mode: wire type and permission bits).
+	Mknod(ctx context.Context, path string, mode uint32, rdev uint64) (wire.Entry, error)
 	Fsync(ctx context.Context, path string, dataOnly bool) error
 	Statfs(ctx context.Context) (wire.Statfs, error)
 	GetXattr(ctx context.Context, path, name string) ([]byte, error)
@@ -116,9 +118,18 @@ type Options struct {
 	// long and invalidated explicitly; without events, metadata is trusted for one second.
 	Events      bool
 	Passthrough bool // serve fully cached files by FUSE passthrough when the kernel allows
-	UID, GID    uint32
-	Logger      *slog.Logger
-	Stats       *stats.Set
+	// UID and GID are the mounting user's; OwnerUID and OwnerGID those of the share's folder
+	// on the owner, taken for the owner's own. MapIDs shows the owner's as the mounting
+	// user's and back (owners.go).
+	UID, GID           uint32
+	OwnerUID, OwnerGID uint32
+	MapIDs             bool
+	// AllowOther lets every user of this machine use the mount (FUSE allow_other), with the
+	// kernel checking mode bits, sticky directories and groups as on a local disk
+	// (default_permissions).
+	AllowOther bool
+	Logger     *slog.Logger
+	Stats      *stats.Set
 
 	// Tuning; zero means the default above. BENCHMARKS.md shows the sweeps the defaults
 	// come from.
@@ -151,6 +162,8 @@ type Root struct {
 	gen atomic.Uint64
 	// watching says change events flow (EventsFlowing, EventsStopped).
 	watching atomic.Bool
+	// giveOnce logs the first refusal to give a new file to its creator (owners.go).
+	giveOnce sync.Once
 
 	// Files created here before they are on the owner (create.go): localInos numbers them,
 	// aliases maps the owner's inode number of such a file to the one the kernel knows.
@@ -229,6 +242,7 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 			// Setuid and setgid bits are dropped by the mount (killpriv.go), so the kernel
 			// stops asking for security.capability before every write.
 			ExtraCapabilities: killPrivCaps,
+			AllowOther:        r.opts.AllowOther,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
@@ -238,6 +252,9 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 		UID:             r.opts.UID,
 		GID:             r.opts.GID,
 		Logger:          nil,
+	}
+	if r.opts.AllowOther {
+		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
 	}
 	// fs.Mount, with the bridge wrapped to time each request (timing.go).
 	srv, err := fuse.NewServer(&timedFS{RawFileSystem: fs.NewNodeFS(r, opts), s: r.stats}, dir, &opts.MountOptions)

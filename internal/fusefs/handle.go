@@ -23,6 +23,9 @@ type Handle struct {
 	n        *Node
 	writable bool
 	pass     bool // served by FUSE passthrough
+	// passWrite says the kernel writes this open's data into the backing cache file
+	// itself: its flushes send the file to the owner (handle_passthrough.go).
+	passWrite bool
 	// fills says the kernel keeps this open's READ replies in its page cache (not an
 	// O_DIRECT open), so they count toward what its pages hold (pages.go).
 	fills  bool
@@ -55,8 +58,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && !n.passDrained(ctx) {
-		return nil, 0, n.refuseWriteOpen()
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		// A reader closed just before: an ordinary writer is cheaper than a passthrough one.
+		n.passDrained(ctx)
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if errno := n.ensureCreated(ctx); errno != 0 {
@@ -76,24 +80,16 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.localSize = 0
 		n.mu.Unlock()
 		n.root.forgetContent(n.path())
+		n.truncatePass(0)
 	}
 	return n.openHandle(ctx, flags, &e)
 }
 
-// refuseWriteOpen answers an open for writing of a file open by passthrough. The kernel
-// requires every open of an inode open by passthrough to be passthrough too (else the open
-// fails with EIO), and a passthrough write would reach the cache file, not the owner. ETXTBSY
-// says what it is, and the log says what to do.
-func (n *Node) refuseWriteOpen() syscall.Errno {
-	n.root.log.Warn("open for writing refused: the file is being read through FUSE passthrough; "+
-		"close its readers first, or mount with --no-passthrough", "path", n.path())
-	return syscall.ETXTBSY
-}
-
 // passDrainWait is how long an open for writing waits for the passthrough opens of its file
-// to end. close(2) returns before the kernel sends RELEASE, so a program that closes a
-// reader and opens the file for writing at once would otherwise meet its own reader.
-const passDrainWait = time.Second
+// to end before it opens by passthrough too (handle_passthrough.go). close(2) returns before
+// the kernel sends RELEASE, so a program that closes a reader and opens the file for writing
+// at once would otherwise meet its own reader.
+const passDrainWait = 200 * time.Millisecond
 
 // passDrained reports whether the file has no passthrough open, waiting up to passDrainWait
 // for the ones there are to be released.
@@ -117,11 +113,10 @@ func (n *Node) passDrained(ctx context.Context) bool {
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
 		fills: flags&openDirect == 0}
-	n.mu.Lock()
-	if h.writable && n.passOpens > 0 {
-		n.mu.Unlock()
-		return nil, 0, n.refuseWriteOpen()
+	if ph, ok := n.joinPassthrough(h, e); ok {
+		return ph, 0, 0
 	}
+	n.mu.Lock()
 	n.opens++
 	n.mu.Unlock()
 	if h.writable {
@@ -160,6 +155,10 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	if pass {
 		n.passOpens++
 		h.pass = true
+		if n.passCF == nil {
+			n.passCF = cf.Retain()
+			n.passSent, _ = stampOf(cf.OSFile())
+		}
 	}
 	n.mu.Unlock()
 	if pass {
@@ -542,6 +541,11 @@ func (h *Handle) Flush(ctx context.Context) syscall.Errno {
 		// at its close, as a written one does (create.go).
 		return h.n.ensureCreated(ctx)
 	}
+	if h.passWrite {
+		if errno := h.n.sendPassWrites(ctx); errno != 0 {
+			return errno
+		}
+	}
 	return h.n.flush(ctx)
 }
 
@@ -549,6 +553,11 @@ var _ = (fs.FileFsyncer)((*Handle)(nil))
 
 func (h *Handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	h.n.root.stats.fsync.Add(0)
+	if h.passWrite {
+		if errno := h.n.sendPassWrites(ctx); errno != 0 {
+			return errno
+		}
+	}
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
@@ -571,13 +580,25 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 		cf.Release()
 	}
 	var errno syscall.Errno
-	if h.writable {
-		errno = h.n.flush(ctx)
+	if h.passWrite {
+		errno = h.n.sendPassWrites(ctx)
 	}
+	if h.writable {
+		if e := h.n.flush(ctx); errno == 0 {
+			errno = e
+		}
+	}
+	var passCF *cache.File
 	h.n.mu.Lock()
 	h.n.opens--
 	if h.pass {
 		h.n.passOpens--
+		if h.passWrite {
+			h.n.passWriters--
+		}
+		if h.n.passOpens == 0 {
+			passCF, h.n.passCF = h.n.passCF, nil
+		}
 	}
 	if h.writable {
 		h.n.writers--
@@ -590,6 +611,9 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 		hidden, h.n.hidden = h.n.hidden, ""
 	}
 	h.n.mu.Unlock()
+	if passCF != nil {
+		passCF.Release()
+	}
 	if complete && !h.pass && h.n.root.passthrough.Load() {
 		h.n.idlePages()
 	}
@@ -636,6 +660,42 @@ func (n *Node) failed(op string, err error) syscall.Errno {
 	errno := toErrno(err)
 	if errno == syscall.EIO {
 		n.root.log.Warn(op+" failed with EIO", "path", n.path(), "err", err)
+	}
+	return errno
+}
+
+var _ = (fs.NodeFsyncer)((*Node)(nil))
+
+// Fsync of a file goes to its handle. Fsync of a directory (FSYNCDIR: go-fuse's directory
+// streams have no fsync of their own and pass it to the node) means what it means on a local
+// disk, that the directory's entries are stable: git, sqlite and PostgreSQL fsync a directory
+// after creating or renaming a file in it. Files created in it that exist only in this mount
+// so far are created on the owner first (create.go); then the owner fsyncs the directory.
+func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(fs.FileFsyncer); ok {
+		return h.Fsync(ctx, flags)
+	}
+	n.root.stats.fsync.Add(0)
+	if n.IsDir() && n.localKids.Load() > 0 {
+		for _, c := range n.Children() {
+			if cn, ok := c.Operations().(*Node); ok {
+				if _, local := cn.localEntry(); local {
+					if errno := cn.flush(ctx); errno != 0 {
+						return errno
+					}
+				}
+			}
+		}
+	}
+	if !n.IsDir() {
+		if errno := n.flush(ctx); errno != 0 {
+			return errno
+		}
+	}
+	n.root.stats.roundTrips.Add(1)
+	errno := toErrno(n.root.owner.Fsync(ctx, n.path(), flags&1 != 0))
+	if errno == syscall.EROFS {
+		return 0 // a read-only share holds nothing of this mount's to make stable
 	}
 	return errno
 }

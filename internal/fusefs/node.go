@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/peerfs/peerfs/internal/cache"
 	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
 	"github.com/peerfs/peerfs/internal/writeback"
@@ -27,6 +28,13 @@ type Node struct {
 	writers   int   // open handles that may write
 	opens     int   // open handles
 	passOpens int   // open handles served by passthrough
+	// While the file is open by passthrough: passCF is the cache file the kernel reads and
+	// writes (the backing file, a reference of the node's own), passWriters counts the
+	// passthrough opens that may write it, and passSent is its state when the owner last got
+	// it whole (handle_passthrough.go).
+	passCF      *cache.File
+	passWriters int
+	passSent    fileStamp
 	// hidden is the owner-side name of a file unlinked while open here: like NFS, the file is
 	// renamed to a hidden name instead of deleted, and deleted at the last close.
 	hidden string
@@ -104,13 +112,17 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 	out.Mtime, out.Mtimensec = uint64(e.MtimeNs/1e9), uint32(e.MtimeNs%1e9)
 	out.Ctime, out.Ctimensec = uint64(e.CtimeNs/1e9), uint32(e.CtimeNs%1e9)
 	out.Mode = e.Mode
+	out.Rdev = uint32(e.Rdev)
 	out.Nlink = max(e.Nlink, 1)
 	if unlinked {
 		out.Nlink = 0 // unlinked, still open
 	}
-	// Files appear owned by the mounting user, as with sshfs -o idmap=user: the owner's
-	// numeric IDs mean nothing here, and tools like git refuse repositories owned by others.
-	out.Uid, out.Gid = n.root.opts.UID, n.root.opts.GID
+	uid, gid := e.UID, e.GID
+	if e.Ino >= localInoBase {
+		// Created here, not on the owner yet: it will be the owner's daemon's (owners.go).
+		uid, gid = n.root.opts.OwnerUID, n.root.opts.OwnerGID
+	}
+	out.Uid, out.Gid = n.root.shownIDs(uid, gid)
 	out.Blksize = uint32(n.root.opts.Blksize)
 }
 
@@ -202,6 +214,7 @@ var _ = (fs.NodeGetattrer)((*Node)(nil))
 
 func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.root.stats.getattr.Add(0)
+	n.passSize()
 	// While this mount writes a file, its own view is the one that matters (close-to-open):
 	// the kernel asks for attributes around every write, and must not wait for the owner.
 	n.mu.Lock()
@@ -224,7 +237,7 @@ func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 var _ = (fs.NodeSetattrer)((*Node)(nil))
 
-// Setattr sends mode, times and size changes to the owner. Pending writes go first, so a
+// Setattr sends mode, times, size, owner and group changes to the owner (owners.go). Pending writes go first, so a
 // truncate or an mtime set after writing is not undone by them.
 func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	n.root.stats.setattr.Add(0)
@@ -256,13 +269,8 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		req.Valid |= wire.SetAtime
 		req.AtimeNs = t.UnixNano()
 	}
-	if _, ok := in.GetUID(); ok {
-		// Ownership on the owner's disk belongs to the owner's account: refuse like a
-		// filesystem without chown rights would.
-		return syscall.EPERM
-	}
-	if _, ok := in.GetGID(); ok {
-		return syscall.EPERM
+	if errno := n.chownReq(ctx, in, &req); errno != 0 {
+		return errno
 	}
 	if errno := n.flush(ctx); errno != 0 {
 		return errno
@@ -289,6 +297,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		n.localSize = int64(req.Size)
 		n.mu.Unlock()
 		n.root.forgetContent(p)
+		n.truncatePass(int64(req.Size))
 	}
 	n.root.replica.Put(p, e)
 	n.fill(&e, &out.Attr)

@@ -70,6 +70,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		n.root.nameTaken(p, err)
 		return nil, toErrno(err)
 	}
+	n.giveToCaller(ctx, p, &e)
 	n.root.replica.Put(p, e)
 	n.root.replica.SetDir(p, nil)
 	n.dirChanged(+1, e.CtimeNs)
@@ -100,6 +101,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		n.root.nameTaken(p, err)
 		return nil, toErrno(err)
 	}
+	n.giveToCaller(ctx, p, &e)
 	n.root.replica.Put(p, e)
 	n.dirChanged(0, e.CtimeNs)
 	return n.newChild(ctx, &e, out), 0
@@ -150,16 +152,29 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if flags&syscall.O_TRUNC != 0 {
 		cf |= wire.CreateTruncate
 	}
-	if ino, h, fuseFlags, errno, ok := n.createLocally(ctx, name, p, flags, mode, cf, out); ok {
-		if errno != 0 {
-			return nil, nil, 0, errno
+	// A file another user creates goes to the owner at once, to be given to that user.
+	if !n.root.foreignCaller(ctx) {
+		if ino, h, fuseFlags, errno, ok := n.createLocally(ctx, name, p, flags, mode, cf, out); ok {
+			if errno != 0 {
+				return nil, nil, 0, errno
+			}
+			return ino, h, fuseFlags, 0
 		}
-		return ino, h, fuseFlags, 0
 	}
 	n.root.stats.roundTrips.Add(1)
-	e, err := n.root.owner.Create(ctx, p, mode&0o7777, cf)
+	// Another user's create is exclusive first, so that only a file it made is given to it.
+	foreign := n.root.foreignCaller(ctx)
+	made := foreign
+	e, err := n.root.owner.Create(ctx, p, mode&0o7777, cf|boolFlag(foreign, wire.CreateExclusive))
+	if foreign && cf&wire.CreateExclusive == 0 && toErrno(err) == syscall.EEXIST {
+		made = false
+		e, err = n.root.owner.Create(ctx, p, mode&0o7777, cf)
+	}
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
+	}
+	if made {
+		n.giveToCaller(ctx, p, &e)
 	}
 	n.createsOK.Store(true)
 	n.root.replica.Put(p, e)
@@ -389,29 +404,4 @@ func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Er
 		}
 	}
 	return true, 0
-}
-
-var _ = (fs.NodeFsyncer)((*Node)(nil))
-
-// Fsync syncs a file through its handle (Handle.Fsync) and a directory, which has no handle
-// here, on the owner: a program that fsyncs a directory after creating or renaming a name in
-// it (the usual way to make a new file durable) learns the names are stored once the owner's
-// directory is synced. Without it the kernel's FSYNCDIR found nothing to call and the program
-// got EOPNOTSUPP. Files created here and not sent yet are created on the owner first.
-func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
-	if h, ok := f.(*Handle); ok {
-		return h.Fsync(ctx, flags)
-	}
-	n.root.stats.fsync.Add(0)
-	if n.localKids.Load() > 0 {
-		for _, ch := range n.Children() {
-			if cn, ok := ch.Operations().(*Node); ok {
-				if errno := cn.ensureCreated(ctx); errno != 0 {
-					return errno
-				}
-			}
-		}
-	}
-	n.root.stats.roundTrips.Add(1)
-	return toErrno(n.root.owner.Fsync(ctx, n.path(), flags&1 != 0))
 }

@@ -10,7 +10,7 @@ import (
 // cache hits and misses and round trips to the owner.
 type opStats struct {
 	lookup, getattr, setattr, readdir, open, create, read, write, flush, fsync, release *stats.Op
-	mkdir, unlink, rmdir, rename, link, symlink, statfs, xattr                          *stats.Op
+	mkdir, mknod, unlink, rmdir, rename, link, symlink, statfs, xattr                   *stats.Op
 	fetch, send                                                                         *stats.Op // READs and WRITEs sent to the owner
 	hits, misses, roundTrips, passthrough, streams, streamWaits                         *atomic.Int64
 	// pageDrops counts the times the mount told the kernel to drop a regular file's cached
@@ -25,7 +25,7 @@ func newOpStats(s *stats.Set) *opStats {
 	return &opStats{
 		lookup: s.Op("lookup"), getattr: s.Op("getattr"), setattr: s.Op("setattr"), readdir: s.Op("readdir"),
 		open: s.Op("open"), create: s.Op("create"), read: s.Op("read"), write: s.Op("write"),
-		flush: s.Op("flush"), fsync: s.Op("fsync"), release: s.Op("release"), mkdir: s.Op("mkdir"),
+		flush: s.Op("flush"), fsync: s.Op("fsync"), release: s.Op("release"), mkdir: s.Op("mkdir"), mknod: s.Op("mknod"),
 		unlink: s.Op("unlink"), rmdir: s.Op("rmdir"), rename: s.Op("rename"), link: s.Op("link"),
 		symlink: s.Op("symlink"), statfs: s.Op("statfs"), xattr: s.Op("xattr"),
 		fetch: s.Op("owner_read"), send: s.Op("owner_write"),

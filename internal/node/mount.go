@@ -116,8 +116,19 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if err != nil {
 		return nil, err
 	}
-	// The share must exist for us before anything is mounted.
-	_, err = (remote.Peer{S: sess}).Stat(ctx, a.Share, "")
+	mapIDs := true
+	switch a.Idmap {
+	case "", "user":
+		a.Idmap = "user"
+	case "none":
+		mapIDs = false
+	default:
+		u.done()
+		return nil, api.Errorf(api.CodeInvalid, "--idmap %q: use user (the owner's files show as yours) or none (IDs as the owner numbers them)", a.Idmap)
+	}
+	// The share must exist for us before anything is mounted. Its folder's owner and group
+	// are taken for the owner's own (fusefs/owners.go).
+	top, err := (remote.Peer{S: sess}).Stat(ctx, a.Share, "")
 	u.done()
 	if err != nil {
 		return nil, apiError(err, "mount "+a.Peer+":"+a.Share)
@@ -159,6 +170,7 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 		Readahead: a.Readahead, KernelReadahead: a.KernelReadahead, ReadsInFlight: a.ReadsInFlight,
 		WritesInFlight: a.WritesInFlight, Piece: a.Piece,
 		Events: true, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Logger: n.log.With("mount", a.Dir),
+		OwnerUID: top.UID, OwnerGID: top.GID, MapIDs: mapIDs, AllowOther: a.AllowOther,
 	})
 	srv, err := root.Mount(a.Dir)
 	if err != nil {
@@ -166,12 +178,16 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 			n.forget(a.Dir)
 		}
 		release()
-		return nil, api.Errorf(api.CodeInternal, "mounting %s: %v (is fuse3 installed?)", a.Dir, err)
+		hint := "is fuse3 installed?"
+		if a.AllowOther && os.Getuid() != 0 {
+			hint = "--allow-other needs the line user_allow_other in /etc/fuse.conf"
+		}
+		return nil, api.Errorf(api.CodeInternal, "mounting %s: %v (%s)", a.Dir, err, hint)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	m := &mount{
 		info: api.MountInfo{Peer: a.Peer, Share: a.Share, Dir: a.Dir, Since: time.Now(), Events: true,
-			Passthrough: !a.NoPassthrough, Blksize: max(a.Blksize, 0)},
+			Passthrough: !a.NoPassthrough, Blksize: max(a.Blksize, 0), Idmap: a.Idmap, AllowOther: a.AllowOther},
 		root: root, srv: srv, cancel: cancel, done: make(chan struct{}), watching: make(chan struct{}),
 	}
 	if m.info.Blksize == 0 {

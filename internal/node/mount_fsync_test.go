@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-// TestMountFsyncDir: fsync of a directory through a mount syncs it on the owner, as a program
+// TestMountFsyncDirCreatesOpenFiles: fsync of a directory through a mount syncs it on the owner, as a program
 // that makes a new file durable expects (write a temporary file, fsync it, rename it, fsync
 // the directory). A file created and still open, not sent yet, is on the owner once the fsync
 // of its directory returns.
-func TestMountFsyncDir(t *testing.T) {
+func TestMountFsyncDirCreatesOpenFiles(t *testing.T) {
 	m := mountShare(t)
 	tmp, final := filepath.Join(m.mnt, "f.tmp"), filepath.Join(m.mnt, "f")
 	if err := os.WriteFile(tmp, []byte("durable"), 0o644); err != nil {

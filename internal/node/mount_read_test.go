@@ -4,7 +4,6 @@ package node_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -226,41 +225,6 @@ func TestMountTimerFlush(t *testing.T) {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatalf("close after the timed flush: %v", err)
-	}
-}
-
-// TestMountWriteWhilePassthroughRead: opening for writing a file that another descriptor
-// reads by FUSE passthrough fails with ETXTBSY (the kernel would fail it with EIO), and works
-// again once the reader closed.
-func TestMountWriteWhilePassthroughRead(t *testing.T) {
-	m := mountShare(t)
-	path := filepath.Join(m.mnt, "p.bin")
-	peertest.WriteRandomFile(t, filepath.Join(m.share, "p.bin"), 4<<20, 51)
-	cacheBypassingPages(t, path) // now fully cached, and not in the kernel's pages
-	r, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if counter(t, m, "passthrough_opens") == 0 {
-		r.Close()
-		t.Skip("the kernel refused FUSE passthrough here (needs CAP_SYS_ADMIN and a kernel with FUSE passthrough)")
-	}
-	if w, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0); !errors.Is(err, syscall.ETXTBSY) {
-		if err == nil {
-			w.Close()
-		}
-		r.Close()
-		t.Fatalf("open for writing during a passthrough read: %v, want ETXTBSY", err)
-	}
-	if fi, err := os.Stat(filepath.Join(m.share, "p.bin")); err != nil || fi.Size() != 4<<20 {
-		t.Fatalf("the refused O_TRUNC open changed the owner's file: %v %v", fi, err)
-	}
-	r.Close()
-	if err := os.WriteFile(path, []byte("new"), 0o644); err != nil {
-		t.Fatalf("write after the reader closed: %v", err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(m.share, "p.bin")); string(b) != "new" {
-		t.Fatalf("owner has %q", b)
 	}
 }
 

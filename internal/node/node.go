@@ -265,7 +265,7 @@ func (n *Node) apply(cfg *config.File) {
 	}
 	for name, o := range n.shares {
 		w, ok := want[name]
-		if !ok || w.Path != o.cfg.Path || w.ReadOnly != o.cfg.ReadOnly || w.AllowHardlinks != o.cfg.AllowHardlinks {
+		if !ok || w.Path != o.cfg.Path || w.ReadOnly != o.cfg.ReadOnly || w.AllowHardlinks != o.cfg.AllowHardlinks || w.Privileged != o.cfg.Privileged {
 			o.sh.Close()
 			delete(n.shares, name)
 		} else {
@@ -298,6 +298,7 @@ func (n *Node) shareFor(id identity.DeviceID, name string) (*share.Share, bool) 
 		n.log.Error("cannot open share", "share", name, "err", err)
 		return nil, false
 	}
+	sh.SetPrivileged(sc.Privileged)
 	n.shares[name] = &openShare{cfg: *sc, sh: sh}
 	return sh, true
 }

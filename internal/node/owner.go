@@ -162,6 +162,15 @@ func (o *mountOwner) SetAttr(ctx context.Context, req wire.SetAttrReq) (wire.Cha
 	return rp.SetAttr(ctx, req)
 }
 
+func (o *mountOwner) Mknod(ctx context.Context, path string, mode uint32, rdev uint64) (wire.Entry, error) {
+	rp, ctx, use, err := o.rp(ctx)
+	defer use.done()
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	return rp.Mknod(ctx, o.share, path, mode, rdev)
+}
+
 func (o *mountOwner) Fallocate(ctx context.Context, path string, mode uint32, off, length int64) (wire.Entry, error) {
 	rp, ctx, use, err := o.rp(ctx)
 	defer use.done()

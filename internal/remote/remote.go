@@ -218,6 +218,13 @@ func (p Peer) Fallocate(ctx context.Context, share, path string, mode uint32, of
 	return p.callEntry(ctx, wire.OpFallocate, req.AppendTo(nil))
 }
 
+// Mknod makes a FIFO, socket or device node at path (mode: wire type bits and permission
+// bits; rdev in Linux's encoding) and returns its attributes.
+func (p Peer) Mknod(ctx context.Context, share, path string, mode uint32, rdev uint64) (wire.Entry, error) {
+	req := wire.MknodReq{Share: share, Path: path, Mode: mode, Rdev: rdev}
+	return p.callEntry(ctx, wire.OpMknod, req.AppendTo(nil))
+}
+
 // Fsync has the owner flush path (a file or directory; "" for the share root) to stable
 // storage: its data only with dataOnly.
 func (p Peer) Fsync(ctx context.Context, share, path string, dataOnly bool) error {

@@ -489,6 +489,63 @@ func (s *Share) Fsync(path string, dataOnly bool) error {
 	return nil
 }
 
+// Mknod makes a FIFO, a Unix socket or a device node at the free name path (not the root),
+// as mknod(2) does, relative to its parent opened through os.Root (openParent), and returns
+// its Entry. mode holds the wire type bits and the permission bits (the owner's umask
+// applies; set-id bits as fileMode allows). A FIFO or socket made through a mount is a local
+// object of each machine, as on NFS: its data never crosses the link. A device node needs a
+// privileged share (EPERM otherwise, as mknod(2) answers a user without CAP_MKNOD) and is then
+// the owner's system's to allow.
+func (s *Share) Mknod(path string, mode uint32, rdev uint64) (wire.Entry, error) {
+	const op = "mknod"
+	if err := s.checkWrite(op, path); err != nil {
+		return wire.Entry{}, err
+	}
+	if path == "" {
+		return wire.Entry{}, fail(op, path, errnoErr("the share root exists", syscall.EEXIST))
+	}
+	// POSIX's type and mode bits, the same on Linux, macOS and the BSDs (mknodAt's systems).
+	const (
+		sIFIFO, sIFCHR, sIFBLK, sIFSOCK = 0o010000, 0o020000, 0o060000, 0o140000
+		sISUID, sISGID, sISVTX          = 0o4000, 0o2000, 0o1000
+	)
+	var kind uint32
+	switch mode & wire.ModeTypeMask {
+	case wire.ModeFIFO:
+		kind = sIFIFO
+	case wire.ModeSocket:
+		kind = sIFSOCK
+	case wire.ModeChar, wire.ModeBlock:
+		if !s.privileged {
+			return wire.Entry{}, fail(op, path, errnoErr("share "+s.name+" lets no peer make device nodes: its owner can "+
+				"allow it (peerfs share add --privileged)", syscall.EPERM))
+		}
+		kind = sIFCHR
+		if mode&wire.ModeTypeMask == wire.ModeBlock {
+			kind = sIFBLK
+		}
+	default:
+		return wire.Entry{}, fail(op, path, errnoErr(fmt.Sprintf("mknod makes no file of type %#o", mode&wire.ModeTypeMask), syscall.EINVAL))
+	}
+	perm := uint32(fileMode(mode, false).Perm())
+	if mode&0o1000 != 0 {
+		perm |= sISVTX
+	}
+	if s.privileged {
+		perm |= mode & (sISUID | sISGID)
+	}
+	d, name, err := s.openParent(op, path)
+	if err != nil {
+		return wire.Entry{}, err
+	}
+	defer d.Close()
+	err = withFd(d, func(fd int) error { return mknodAt(fd, name, kind|perm, rdev) })
+	if err != nil {
+		return wire.Entry{}, fail(op, path, os.NewSyscallError("mknodat", err))
+	}
+	return s.lstat(op, path)
+}
+
 // xattrPrefix is the one extended attribute namespace a share serves. The others hold the
 // owner's security labels, ACLs, capabilities and administrator data (security., system.,
 // trusted.), which mean nothing on another device and which no peer may set.

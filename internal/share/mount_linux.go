@@ -153,3 +153,8 @@ func fdatasync(f *os.File) error {
 	}
 	return nil
 }
+
+// mknodAt makes the special file name in directory dirFd; rdev is in Linux's encoding.
+func mknodAt(dirFd int, name string, mode uint32, rdev uint64) error {
+	return unix.Mknodat(dirFd, name, mode, int(rdev))
+}

@@ -39,7 +39,7 @@ func (sv *Server) Inline(op wire.Op, size int) bool {
 	switch op {
 	case wire.OpShares, wire.OpStat, wire.OpStatfs, wire.OpMkdir, wire.OpSymlink,
 		wire.OpLink, wire.OpUnlink, wire.OpRmdir, wire.OpRename, wire.OpSetAttr,
-		wire.OpGetXattr, wire.OpListXattr, wire.OpSetXattr, wire.OpRemoveXattr:
+		wire.OpGetXattr, wire.OpListXattr, wire.OpSetXattr, wire.OpRemoveXattr, wire.OpMknod:
 		return true
 	case wire.OpWrite, wire.OpCreate: // a CREATE may carry a file's first data
 		return size <= inlineWrite+wire.MaxPathLen+64
@@ -187,6 +187,12 @@ func (sv *Server) ServeRequest(r *rpc.Request) {
 		if sh := sv.decode(r, &req); sh != nil {
 			sv.reply(r, sh.Fsync(req.Path, req.DataOnly))
 		}
+	case wire.OpMknod:
+		var req wire.MknodReq
+		if sh := sv.decode(r, &req); sh != nil {
+			e, err := sh.Mknod(req.Path, req.Mode, req.Rdev)
+			sv.replyMsg(r, &e, err)
+		}
 	default:
 		r.Fail(wire.ErrnoUnsupported, "request "+r.Op.String()+" is not supported by this peer")
 	}
@@ -262,6 +268,8 @@ func shareOf(m decodable) string {
 	case *wire.FallocateReq:
 		return m.Share
 	case *wire.FsyncReq:
+		return m.Share
+	case *wire.MknodReq:
 		return m.Share
 	}
 	return ""

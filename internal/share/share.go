@@ -31,12 +31,16 @@ type Share struct {
 	name     string
 	dir      string
 	readOnly bool
-	root     *os.Root
-	w        watchState  // the peers' change subscriptions (watch.go)
-	hashes   hashCache   // hashes of files sent whole (hashes.go)
-	parts    partSweeper // abandoned uploads' part files (parts.go)
-	dirSyncs dirSyncs    // directory syncs after commits (dirsync.go)
-	links    linkState   // hard links allowed and made here (hardlink.go)
+	// privileged lets peers do what needs more trust than writing files: change owners and
+	// groups, keep set-user-ID and set-group-ID bits on files, and make device nodes, as far
+	// as the owner's account may (SetPrivileged).
+	privileged bool
+	root       *os.Root
+	w          watchState  // the peers' change subscriptions (watch.go)
+	hashes     hashCache   // hashes of files sent whole (hashes.go)
+	parts      partSweeper // abandoned uploads' part files (parts.go)
+	dirSyncs   dirSyncs    // directory syncs after commits (dirsync.go)
+	links      linkState   // hard links allowed and made here (hardlink.go)
 }
 
 // Options are a share's settings besides its name and folder.
@@ -89,6 +93,12 @@ func (s *Share) Name() string { return s.name }
 // Dir returns the absolute path of the shared folder. It is for the owner's own display and
 // logs only: it must never be sent to a peer.
 func (s *Share) Dir() string { return s.dir }
+
+// SetPrivileged lets peers change owners and groups, set set-user-ID and set-group-ID bits on
+// files and make device nodes in the share, as far as the owner's account may; without it such
+// requests are refused with EPERM, which is what a local file system answers a user without
+// those rights. Call it before the share is served.
+func (s *Share) SetPrivileged(on bool) { s.privileged = on }
 
 // ReadOnly reports whether peers may only read the share.
 func (s *Share) ReadOnly() bool { return s.readOnly }

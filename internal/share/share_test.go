@@ -477,7 +477,7 @@ func TestSetAttr(t *testing.T) {
 		t.Errorf("sub/up mtime = %v", fi.ModTime())
 	}
 
-	wantCode(t, "SetAttr unknown bits", setAttr(s, "a.txt", 1<<5, 0, mtime), wire.EINVAL)
+	wantCode(t, "SetAttr unknown bits", setAttr(s, "a.txt", 1<<6, 0, mtime), wire.EINVAL)
 	wantCode(t, "SetAttr missing", setAttr(s, "missing", wire.SetMode, 0o644, mtime), wire.ENOENT)
 }
 

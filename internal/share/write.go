@@ -104,7 +104,7 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	if err := s.notDir(op, path); err != nil {
 		return err
 	}
-	if err := s.root.Chmod(part, fileMode(mode, false)); err != nil {
+	if err := s.root.Chmod(part, s.permFor(mode, false)); err != nil {
 		return fail(op, path, err)
 	}
 	if !mtime.IsZero() {
@@ -252,7 +252,7 @@ func (s *Share) SetAttr(req wire.SetAttrReq) (wire.ChangeResp, error) {
 	if err := s.checkWrite(op, path); err != nil {
 		return wire.ChangeResp{}, err
 	}
-	if req.Valid&^(wire.SetMode|wire.SetMtime|wire.SetAtime|wire.SetSize) != 0 {
+	if req.Valid&^(wire.SetMode|wire.SetMtime|wire.SetAtime|wire.SetSize|wire.SetUID|wire.SetGID) != 0 {
 		return wire.ChangeResp{}, fail(op, path, errnoErr(fmt.Sprintf("unknown attribute bits %#x", req.Valid), syscall.EINVAL))
 	}
 	fi, err := s.root.Lstat(rootName(path))
@@ -291,6 +291,9 @@ func (s *Share) setAttr(op string, req wire.SetAttrReq, fi fs.FileInfo) (wire.En
 		mtime = time.Unix(0, req.MtimeNs)
 	}
 	setTimes := valid&(wire.SetAtime|wire.SetMtime) != 0
+	if err := s.chown(op, req, fi); err != nil {
+		return wire.Entry{}, err
+	}
 	if fi.Mode().Type() == fs.ModeSymlink {
 		if valid&wire.SetSize != 0 {
 			return wire.Entry{}, fail(op, path, errnoErr("a symlink has no content to resize", syscall.EINVAL))
@@ -309,7 +312,7 @@ func (s *Share) setAttr(op string, req wire.SetAttrReq, fi fs.FileInfo) (wire.En
 		}
 	}
 	if valid&wire.SetMode != 0 {
-		if err := s.root.Chmod(name, fileMode(req.Mode, fi.IsDir())); err != nil {
+		if err := s.root.Chmod(name, s.permFor(req.Mode, fi.IsDir())); err != nil {
 			return wire.Entry{}, fail(op, path, err)
 		}
 	}
@@ -319,6 +322,36 @@ func (s *Share) setAttr(op string, req wire.SetAttrReq, fi fs.FileInfo) (wire.En
 		}
 	}
 	return s.lstat(op, path)
+}
+
+// chown applies the owner and group req selects (wire.SetUID, wire.SetGID) to the path that
+// Lstat described as fi, itself if it is a symlink. IDs equal to the current ones change
+// nothing and succeed, as chown(2) to the current IDs does for the file's owner. A change
+// needs a privileged share (EPERM otherwise), and then is the owner's system's to allow: a
+// daemon without CAP_CHOWN may only give a file it owns to a group it belongs to.
+func (s *Share) chown(op string, req wire.SetAttrReq, fi fs.FileInfo) error {
+	if req.Valid&(wire.SetUID|wire.SetGID) == 0 {
+		return nil
+	}
+	cur := entryFromInfo(fi)
+	uid, gid := -1, -1
+	if req.Valid&wire.SetUID != 0 && req.UID != cur.UID {
+		uid = int(req.UID)
+	}
+	if req.Valid&wire.SetGID != 0 && req.GID != cur.GID {
+		gid = int(req.GID)
+	}
+	if uid < 0 && gid < 0 {
+		return nil
+	}
+	if !s.privileged {
+		return fail(op, req.Path, errnoErr("share "+s.name+" lets no peer change owners or groups: its owner can allow it "+
+			"(peerfs share add --privileged)", syscall.EPERM))
+	}
+	if err := s.root.Lchown(rootName(req.Path), uid, gid); err != nil {
+		return fail(op, req.Path, err)
+	}
+	return nil
 }
 
 // truncate sets the length of the regular file path, which lstat described as fi.

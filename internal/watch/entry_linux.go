@@ -25,7 +25,7 @@ func EntryOf(fi fs.FileInfo) wire.Entry {
 		}
 		return wire.Entry{Mode: mode, Size: uint64(max(fi.Size(), 0)), MtimeNs: fi.ModTime().UnixNano()}
 	}
-	return wire.Entry{
+	e := wire.Entry{
 		Mode:    typeBits(st.Mode&syscall.S_IFMT) | st.Mode&wire.ModePermMask,
 		Size:    uint64(max(st.Size, 0)),
 		MtimeNs: st.Mtim.Nano(),
@@ -36,6 +36,10 @@ func EntryOf(fi fs.FileInfo) wire.Entry {
 		UID:     st.Uid,
 		GID:     st.Gid,
 	}
+	if t := st.Mode & syscall.S_IFMT; t == syscall.S_IFCHR || t == syscall.S_IFBLK {
+		e.Rdev = st.Rdev
+	}
+	return e
 }
 
 // typeBits maps the host's S_IFMT value to the wire's fixed type bits.

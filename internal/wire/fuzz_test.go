@@ -131,6 +131,11 @@ func bodyType(h Header) message {
 		if !reply {
 			return &FsyncReq{}
 		}
+	case OpMknod:
+		if reply {
+			return &Entry{}
+		}
+		return &MknodReq{}
 	}
 	return nil
 }

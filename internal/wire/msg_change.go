@@ -88,6 +88,8 @@ type SetAttrReq struct {
 	MtimeNs int64
 	AtimeNs int64
 	Size    uint64 // truncate or extend to this length
+	UID     uint32 // owner's user ID to set, as the owner numbers users (SetUID)
+	GID     uint32 // owner's group ID to set (SetGID)
 }
 
 // SetAttrReq.Valid bits.
@@ -96,7 +98,9 @@ const (
 	SetMtime uint32 = 1 << 1
 	SetAtime uint32 = 1 << 2
 	SetSize  uint32 = 1 << 3
-	setKnown        = SetMode | SetMtime | SetAtime | SetSize
+	SetUID   uint32 = 1 << 4 // chown: the owner's user ID (version 4)
+	SetGID   uint32 = 1 << 5 // chown: the owner's group ID (version 4)
+	setKnown        = SetMode | SetMtime | SetAtime | SetSize | SetUID | SetGID
 )
 
 func (m *SetAttrReq) AppendTo(b []byte) []byte {
@@ -108,6 +112,8 @@ func (m *SetAttrReq) AppendTo(b []byte) []byte {
 	e.i64(m.MtimeNs)
 	e.i64(m.AtimeNs)
 	e.u64(m.Size)
+	e.u32(m.UID)
+	e.u32(m.GID)
 	return e.b
 }
 
@@ -120,6 +126,8 @@ func (m *SetAttrReq) Decode(b []byte) error {
 	m.MtimeNs = d.i64("mtime")
 	m.AtimeNs = d.i64("atime")
 	m.Size = d.u64("size")
+	m.UID = d.u32("uid")
+	m.GID = d.u32("gid")
 	if d.err == nil && m.Valid&^setKnown != 0 {
 		return fmt.Errorf("%w: unknown SETATTR bits %#x", ErrMalformed, m.Valid)
 	}

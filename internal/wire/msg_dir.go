@@ -29,6 +29,7 @@ type Entry struct {
 	UID     uint32
 	GID     uint32
 	Target  string // symlink target, verbatim; empty for other types
+	Rdev    uint64 // device number of a character or block device (Linux encoding); 0 otherwise
 	// Data is the whole content of a small regular file, inlined in READDIR replies when the
 	// request asked for it (ReadDirReq.InlineMax), so opening it costs no round trip. Empty
 	// otherwise; HasData tells an inlined empty file from no data.
@@ -39,6 +40,10 @@ type Entry struct {
 func (m *Entry) IsDir() bool     { return m.Mode&ModeTypeMask == ModeDir }
 func (m *Entry) IsRegular() bool { return m.Mode&ModeTypeMask == ModeRegular }
 func (m *Entry) IsSymlink() bool { return m.Mode&ModeTypeMask == ModeSymlink }
+func (m *Entry) isDevice() bool {
+	t := m.Mode & ModeTypeMask
+	return t == ModeChar || t == ModeBlock
+}
 
 func (m *Entry) AppendTo(b []byte) []byte {
 	e := encoder{b}
@@ -53,6 +58,9 @@ func (m *Entry) AppendTo(b []byte) []byte {
 	e.u32(m.UID)
 	e.u32(m.GID)
 	e.str(m.Target)
+	if m.isDevice() {
+		e.u64(m.Rdev) // only devices carry it: listings stay as small as before
+	}
 	if m.HasData {
 		e.u8(1)
 		e.bytes(m.Data)
@@ -74,11 +82,18 @@ func (m *Entry) decode(d *decoder) {
 	m.UID = d.u32("uid")
 	m.GID = d.u32("gid")
 	m.Target = d.str("target", MaxPathLen)
+	m.Rdev = 0
+	if m.isDevice() {
+		m.Rdev = d.u64("rdev")
+	}
 	switch d.u8("inline flag") {
 	case 0:
 	case 1:
 		m.HasData = true
 		m.Data = d.bytes("inline data", MaxInline)
+		if m.isDevice() {
+			d.fail("inline data of a device") // it has no contents; MaxEntryLen counts on it
+		}
 	default:
 		d.fail("inline flag")
 	}

@@ -315,6 +315,46 @@ func (m *FallocateReq) Decode(b []byte) error {
 	return d.done("FALLOCATE")
 }
 
+// MknodReq is the body of MKNOD: make a FIFO, a socket or a device node at a free name,
+// as mknod(2) does (the owner's umask applies). The reply is the new Entry.
+type MknodReq struct {
+	Share string
+	Path  string
+	Mode  uint32 // file type bits (ModeFIFO, ModeSocket, ModeChar, ModeBlock) | permission bits
+	Rdev  uint64 // device number of a device node, Linux encoding; 0 otherwise
+}
+
+func (m *MknodReq) AppendTo(b []byte) []byte {
+	e := encoder{b}
+	e.str(m.Share)
+	e.str(m.Path)
+	e.u32(m.Mode)
+	e.u64(m.Rdev)
+	return e.b
+}
+
+func (m *MknodReq) Decode(b []byte) error {
+	d := decoder{b: b}
+	m.Share = d.share()
+	m.Path = d.path("path")
+	m.Mode = d.u32("mode")
+	m.Rdev = d.u64("rdev")
+	if d.err == nil && m.Path == "" {
+		return fmt.Errorf("%w: MKNOD needs a path", ErrMalformed)
+	}
+	switch m.Mode & ModeTypeMask {
+	case ModeFIFO, ModeSocket, ModeChar, ModeBlock:
+	default:
+		if d.err == nil {
+			return fmt.Errorf("%w: MKNOD of file type %#o", ErrMalformed, m.Mode&ModeTypeMask)
+		}
+	}
+	if d.err == nil && m.Mode&^(ModeTypeMask|ModePermMask) != 0 {
+		return fmt.Errorf("%w: MKNOD mode %#o", ErrMalformed, m.Mode)
+	}
+	return d.done("MKNOD")
+}
+
 // FsyncReq is the body of FSYNC: flush a file (or, with an empty path, nothing but the
 // share's filesystem metadata) to stable storage on the owner. Empty reply.
 type FsyncReq struct {

@@ -91,6 +91,7 @@ func pathBodies(share, path string) []message {
 		&XattrReq{Share: share, Path: path, Name: "user.x"},
 		&FallocateReq{Share: share, Path: path, Length: 1},
 		&FsyncReq{Share: share, Path: path},
+		&MknodReq{Share: share, Path: path, Mode: ModeFIFO},
 		&writeMsg{WriteReq{Share: share, Path: path}, []byte("data")},
 	}
 }
@@ -197,8 +198,12 @@ func TestDecodeRefusesBadFlagsAndFields(t *testing.T) {
 		{"PUT unknown flag", &PutReq{Share: "s", Path: "f", Flags: 1 << 1}},
 		{"PUT high flag", &PutReq{Share: "s", Path: "f", Flags: PutResume | 1<<31}},
 		{"PUT to the share root", &PutReq{Share: "s", Path: ""}},
-		{"SETATTR unknown bit", &SetAttrReq{Share: "s", Path: "f", Valid: 1 << 4}},
+		{"SETATTR unknown bit", &SetAttrReq{Share: "s", Path: "f", Valid: 1 << 6}},
 		{"SETATTR high bit", &SetAttrReq{Share: "s", Path: "f", Valid: SetMode | 1<<31}},
+		{"MKNOD at the share root", &MknodReq{Share: "s", Path: "", Mode: ModeFIFO}},
+		{"MKNOD of a regular file", &MknodReq{Share: "s", Path: "f", Mode: ModeRegular | 0o644}},
+		{"MKNOD of a directory", &MknodReq{Share: "s", Path: "f", Mode: ModeDir | 0o755}},
+		{"MKNOD unknown mode bits", &MknodReq{Share: "s", Path: "f", Mode: ModeFIFO | 1<<20}},
 		{"MKDIR of the share root", &MkdirReq{Share: "s", Path: "", Mode: 0o755}},
 		{"SYMLINK at the share root", &SymlinkReq{Share: "s", Path: "", Target: "x"}},
 		{"SYMLINK with no target", &SymlinkReq{Share: "s", Path: "l", Target: ""}},

@@ -57,6 +57,7 @@ const (
 	OpRemoveXattr Op = 0x2B
 	OpFallocate   Op = 0x2C
 	OpFsync       Op = 0x2D
+	OpMknod       Op = 0x2E // FIFO, socket or device node (version 4)
 )
 
 var opNames = map[Op]string{
@@ -68,7 +69,7 @@ var opNames = map[Op]string{
 	OpStream: "STREAM",
 	OpEvents: "EVENTS", OpCreate: "CREATE", OpWrite: "WRITE", OpUnlink: "UNLINK", OpRmdir: "RMDIR",
 	OpRename: "RENAME", OpLink: "LINK", OpSetXattr: "SETXATTR", OpRemoveXattr: "REMOVEXATTR",
-	OpFallocate: "FALLOCATE", OpFsync: "FSYNC",
+	OpFallocate: "FALLOCATE", OpFsync: "FSYNC", OpMknod: "MKNOD",
 }
 
 // Ops lists every opcode this version defines, in numeric order.

@@ -166,6 +166,11 @@ var samples = []sample{
 	{"fsync", OpFsync, 0, &FsyncReq{Share: "inbox", Path: "db/main.sqlite"}},
 	{"fsync-data", OpFsync, 0, &FsyncReq{Share: "inbox", Path: "db/main.sqlite-wal", DataOnly: true}},
 	{"fsync-root", OpFsync, 0, &FsyncReq{Share: "inbox", Path: ""}},
+	{"setattr-owner", OpSetAttr, 0, &SetAttrReq{Share: "inbox", Path: "a.txt", Valid: SetUID | SetGID, UID: 1000, GID: 100}},
+	{"mknod-fifo", OpMknod, 0, &MknodReq{Share: "inbox", Path: "run/queue", Mode: ModeFIFO | 0o600}},
+	{"mknod-char", OpMknod, 0, &MknodReq{Share: "inbox", Path: "dev/null", Mode: ModeChar | 0o666, Rdev: 0x103}},
+	{"mknod-reply", OpMknod, FlagResponse, &Entry{Mode: ModeFIFO | 0o600, Ino: 78, Nlink: 1}},
+	{"mknod-reply-device", OpMknod, FlagResponse, &Entry{Mode: ModeChar | 0o666, Ino: 79, Nlink: 1, Rdev: 0x103}},
 }
 
 // rawFrame is a seed whose body has no message type: fixed raw bytes or empty.

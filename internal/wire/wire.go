@@ -17,8 +17,8 @@ const (
 	// Magic opens every HELLO so a peer that is not peerfs is refused at once.
 	Magic = "PRFS"
 	// VersionMin and VersionMax bound the protocol versions this build speaks.
-	VersionMin = 3
-	VersionMax = 3
+	VersionMin = 4
+	VersionMax = 4
 
 	// HeaderLen is the fixed size of a frame header in bytes.
 	HeaderLen = 12
