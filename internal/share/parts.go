@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,22 +102,50 @@ func (s *Share) sweepKnownParts(now time.Time) {
 }
 
 // walkParts walks the share through os.Root (symlinks are not followed) and expires or records
-// every part file in it. It stops early when the share closes.
+// every part file in it. It stops early when the share closes. Directories are listed with
+// O_NOATIME where the system allows it: a sweep at every start must not move the access time
+// of every directory in the share (it made a test of atime-only SetAttr fail when it ran
+// between the change and the check).
 func (s *Share) walkParts(now time.Time) {
-	fs.WalkDir(s.root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+	dirs := []string{"."}
+	for len(dirs) > 0 {
 		select {
 		case <-s.parts.stop:
-			return fs.SkipAll
+			return
 		default:
 		}
-		if err != nil || d.IsDir() || !isPartName(d.Name()) {
-			return nil
+		dir := dirs[len(dirs)-1]
+		dirs = dirs[:len(dirs)-1]
+		ents, err := s.listNoatime(dir)
+		if err != nil {
+			continue // gone, or not ours to read: nothing of a peer's can be in it
 		}
-		if !s.expirePart(name, now) {
-			s.notePart(name)
+		for _, d := range ents {
+			name := path.Join(dir, d.Name())
+			switch {
+			case d.IsDir():
+				dirs = append(dirs, name)
+			case isPartName(d.Name()):
+				if !s.expirePart(name, now) {
+					s.notePart(name)
+				}
+			}
 		}
-		return nil
-	})
+	}
+}
+
+// listNoatime lists the directory dir (share-relative), without updating its access time
+// where the system allows it.
+func (s *Share) listNoatime(dir string) ([]fs.DirEntry, error) {
+	f, err := s.root.OpenFile(dir, os.O_RDONLY|oDirectory|oNoatime, 0)
+	if err != nil && oNoatime != 0 {
+		f, err = s.root.OpenFile(dir, os.O_RDONLY|oDirectory, 0) // O_NOATIME needs the file's owner
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }
 
 // isPartName reports whether base has the form of an upload's part file, ".<base>.peerfs-part".
