@@ -246,7 +246,7 @@ func TestMountSqliteAndStressNG(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(out), "fail") && !strings.Contains(string(out), "0 failed") {
-		t.Fatalf("stress-ng reported failures:\n%s", out)
+		t.Fatalf("stress-ng reported failures:\n%s\nleft on the owner: %s", out, ownerTree(filepath.Join(m.share, "stress")))
 	}
 	// Every stressor removes its own directory; a leftover means a file unlinked while open
 	// stayed behind under its hidden name.
@@ -298,4 +298,26 @@ func TestMountNameCreatedDuringOutage(t *testing.T) {
 		}
 		t.Logf("%s seen %v after the owner came back", name, time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// ownerTree lists what is under dir on the owner's disk, with each entry's type and size, for
+// a failure message: what a stressor could not remove says which path kept it.
+func ownerTree(dir string) string {
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		info, _ := d.Info()
+		size := int64(-1)
+		if info != nil {
+			size = info.Size()
+		}
+		fmt.Fprintf(&b, "\n  %s (%v, %d bytes)", strings.TrimPrefix(p, dir+"/"), d.Type(), size)
+		return nil
+	})
+	if b.Len() == 0 {
+		return "nothing"
+	}
+	return b.String()
 }
