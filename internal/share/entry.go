@@ -3,46 +3,13 @@ package share
 import (
 	"io/fs"
 
+	"github.com/peerfs/peerfs/internal/watch"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// portableEntry builds an Entry from fs.FileMode and ModTime alone, for hosts (or FileInfo
-// values) without a usable stat_t.
-func portableEntry(fi fs.FileInfo) wire.Entry {
-	m := fi.Mode()
-	var mode uint32
-	switch m.Type() {
-	case fs.ModeDir:
-		mode = wire.ModeDir
-	case 0:
-		mode = wire.ModeRegular
-	case fs.ModeSymlink:
-		mode = wire.ModeSymlink
-	case fs.ModeNamedPipe:
-		mode = wire.ModeFIFO
-	case fs.ModeSocket:
-		mode = wire.ModeSocket
-	case fs.ModeDevice | fs.ModeCharDevice:
-		mode = wire.ModeChar
-	case fs.ModeDevice:
-		mode = wire.ModeBlock
-	}
-	mode |= uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= 0o1000
-	}
-	e := wire.Entry{Mode: mode, MtimeNs: fi.ModTime().UnixNano()}
-	if fi.Size() > 0 {
-		e.Size = uint64(fi.Size())
-	}
-	return e
-}
+// entryFromInfo converts what lstat or fstat returned with the watcher's conversion
+// (watch.EntryOf), so change events and STAT replies always agree, on every system.
+func entryFromInfo(fi fs.FileInfo) wire.Entry { return watch.EntryOf(fi) }
 
 // fileMode converts wire permission bits to an fs.FileMode for chmod and create. A directory
 // keeps every bit (set-group-ID passes its group on to what is created in it; set-user-ID

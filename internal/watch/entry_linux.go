@@ -14,16 +14,7 @@ import (
 func EntryOf(fi fs.FileInfo) wire.Entry {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok { // not from os.Lstat on Linux; keep what FileInfo itself says
-		mode := uint32(fi.Mode().Perm())
-		switch fi.Mode().Type() {
-		case 0:
-			mode |= wire.ModeRegular
-		case fs.ModeDir:
-			mode |= wire.ModeDir
-		case fs.ModeSymlink:
-			mode |= wire.ModeSymlink
-		}
-		return wire.Entry{Mode: mode, Size: uint64(max(fi.Size(), 0)), MtimeNs: fi.ModTime().UnixNano()}
+		return portableEntry(fi)
 	}
 	e := wire.Entry{
 		Mode:    typeBits(st.Mode&syscall.S_IFMT) | st.Mode&wire.ModePermMask,
