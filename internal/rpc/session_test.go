@@ -14,34 +14,14 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/directio"
+	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/wire"
 )
-
-// tcpPair returns two ends of a real loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-acc
-	return a, b
-}
 
 // sessionPair starts two sessions over loopback TCP; b serves with h.
 func sessionPair(t *testing.T, h Handler) (*Session, *Session) {
 	t.Helper()
-	ca, cb := tcpPair(t)
+	ca, cb := loopback.Pair(t)
 	var sb *Session
 	var errb error
 	done := make(chan struct{})
@@ -351,7 +331,7 @@ func rawPeer(t *testing.T, hello wire.Hello) (*Session, net.Conn, chan error) {
 // rawPeerWith is rawPeer with the session made with opts.
 func rawPeerWith(t *testing.T, hello wire.Hello, opts Options) (*Session, net.Conn, chan error) {
 	t.Helper()
-	ca, cb := tcpPair(t)
+	ca, cb := loopback.Pair(t)
 	errc := make(chan error, 1)
 	var s *Session
 	done := make(chan struct{})

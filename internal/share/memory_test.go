@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -22,21 +23,7 @@ const memoryBound = 256 << 20
 // sends is read and discarded, as a peer that keeps reading its socket would.
 func servePair(t testing.TB, sv *Server) (*rpc.Session, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := <-acc
+	peer, owner := loopback.Pair(t)
 	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, MaxFrameLen: wire.MaxFrameLen, Name: "raw"}
 	b := hello.AppendTo(make([]byte, wire.HeaderLen))
 	wire.Header{Len: uint32(len(b) - wire.HeaderLen), Op: wire.OpHello}.Put(b)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net"
 	"testing"
 
+	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -16,21 +16,7 @@ import (
 // client side, as a peer sees the share.
 func servePeer(t testing.TB, sh *Share) remote.Peer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	ca, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb := <-acc
+	ca, cb := loopback.Pair(t)
 	sv := &Server{
 		Lookup: func(name string) (*Share, bool) { return sh, name == sh.Name() },
 		List:   func() []wire.ShareInfo { return []wire.ShareInfo{{Name: sh.Name()}} },

@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/share"
@@ -26,21 +26,7 @@ func servePeer(t testing.TB, name, dir string) remote.Peer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sh.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	ca, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb := <-acc
+	ca, cb := loopback.Pair(t)
 	sv := &share.Server{
 		Lookup: func(n string) (*share.Share, bool) { return sh, n == name },
 		List:   func() []wire.ShareInfo { return []wire.ShareInfo{{Name: name}} },
