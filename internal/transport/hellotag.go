@@ -46,14 +46,22 @@ const (
 var errUnprovenHello = fmt.Errorf("the ClientHello carries no hello tag of a trusted device dialling us: the device is %w, "+
 	"dialled another device at this address, or its clock is more than an hour from ours", ErrUntrusted)
 
-// helloTag is the tag dialler sends when it dials listener during epoch.
-func helloTag(dialler, listener identity.DeviceID, epoch int64) string {
+// PairKey is the key that only a device knowing both device IDs can compute, for dialler
+// dialling listener: SHA-256("peerfs hello tag v1" || 0x00 || dialler ID || listener ID). The
+// hello tag MACs the epoch alone under it; other uses (the relay's rendezvous identifiers)
+// MAC a label of their own first, so their values never equal a hello tag.
+func PairKey(dialler, listener identity.DeviceID) []byte {
 	key := sha256.New()
 	key.Write([]byte(helloTagLabel))
 	key.Write([]byte{0})
 	key.Write(dialler[:])
 	key.Write(listener[:])
-	mac := hmac.New(sha256.New, key.Sum(nil))
+	return key.Sum(nil)
+}
+
+// helloTag is the tag dialler sends when it dials listener during epoch.
+func helloTag(dialler, listener identity.DeviceID, epoch int64) string {
+	mac := hmac.New(sha256.New, PairKey(dialler, listener))
 	var e [8]byte
 	binary.BigEndian.PutUint64(e[:], uint64(epoch))
 	mac.Write(e[:])

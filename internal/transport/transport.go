@@ -237,16 +237,26 @@ func Dial(ctx context.Context, addr string, c *Config, expect identity.DeviceID)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
+	conn, err := Client(ctx, raw, c, expect)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// Client runs the dialling side of the handshake on raw, a stream already connected to the
+// device expect (a TCP connection, or a stream spliced through a relay), and returns the
+// verified link. raw is closed on failure.
+func Client(ctx context.Context, raw net.Conn, c *Config, expect identity.DeviceID) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+
 	if tc, ok := raw.(*net.TCPConn); ok {
 		// Small request/response messages must not wait for Nagle.
 		tc.SetNoDelay(true)
 	}
 	co := &coalescer{Conn: raw}
-	conn, err := handshake(ctx, tls.Client(co, ClientTLS(c, expect)), co, c, true)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", addr, err)
-	}
-	return conn, nil
+	return handshake(ctx, tls.Client(co, ClientTLS(c, expect)), co, c, true)
 }
 
 // Server runs the server side of the handshake on an accepted connection
