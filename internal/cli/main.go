@@ -178,6 +178,7 @@ config file.`,
 		newStatsCommand(g),
 		newVersionCommand(g),
 		newGenManCommand(g),
+		newRelayCommand(g),
 	)
 	return root
 }

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/peerfs/peerfs/internal/relay"
+)
+
+// startRelayCmd runs "peerfs relay serve" with args and returns its first stdout line.
+func startRelayCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	exited := make(chan int, 1)
+	go func() {
+		exited <- execute(ctx, append([]string{"--home", t.TempDir(), "relay", "serve", "--listen", "127.0.0.1:0", "-q"}, args...), pw, io.Discard, false)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("relay serve exited with %d after the interrupt, want 0", code)
+		}
+	})
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Scan()
+		first <- sc.Text()
+		io.Copy(io.Discard, pr)
+	}()
+	select {
+	case line := <-first:
+		return line
+	case code := <-exited:
+		t.Fatalf("relay serve exited with %d before printing its URL", code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("relay serve printed no URL")
+	}
+	return ""
+}
+
+// TestRelayServeURL: the first line is a URL devices can use as is: it pins the relay and
+// two devices meet through it. The token is left out unless asked for, and with --json
+// the line is {"url": ...}.
+func TestRelayServeURL(t *testing.T) {
+	u, err := relay.ParseURL(startRelayCmd(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id := relay.ID{42}
+	listening := make(chan error, 1)
+	go func() {
+		s, err := relay.Dial(ctx, u, relay.RoleListen, []relay.ID{id}, nil)
+		if err == nil {
+			s.Close()
+		}
+		listening <- err
+	}()
+	var s *relay.Session
+	for {
+		s, err = relay.Dial(ctx, u, relay.RoleDial, []relay.ID{id}, &relay.Options{})
+		if !errors.Is(err, relay.ErrNoPartner) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("dialling through the printed URL: %v", err)
+	}
+	s.Close()
+	if err := <-listening; err != nil {
+		t.Fatalf("listening through the printed URL: %v", err)
+	}
+
+	line := startRelayCmd(t, "--token", "s3cret")
+	if u, err := relay.ParseURL(line); err != nil || u.Token != "" {
+		t.Errorf("URL %q (%v): the token must stay out of it without --url-token", line, err)
+	}
+	line = startRelayCmd(t, "--token", "s3cret", "--url-token", "--json")
+	var obj struct{ URL string }
+	if err := json.Unmarshal([]byte(line), &obj); err != nil {
+		t.Fatalf("--json first line %q: %v", line, err)
+	}
+	if u, err := relay.ParseURL(obj.URL); err != nil || u.Token != "s3cret" {
+		t.Errorf("URL %q (%v): want the token with --url-token", obj.URL, err)
+	}
+}
