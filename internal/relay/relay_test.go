@@ -463,3 +463,94 @@ func TestRelaySeesNoPlaintext(t *testing.T) {
 		t.Fatal("a marker sent raw through the relay is not in the capture: the capture does not see the stream")
 	}
 }
+
+// waitActive waits until the relay holds n sessions.
+func waitActive(t testing.TB, s *Server, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Active != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay holds %d sessions, want %d", s.Stats().Active, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSessionEndFreesItsPlace: when both devices close, the session ends, both of its
+// connections are closed at the relay and its place counts once: with room for one
+// session, the next pair meets.
+func TestSessionEndFreesItsPlace(t *testing.T) {
+	s, u := startRelay(t, Config{MaxSessions: 1}, nil)
+	for range 3 {
+		a, b := pairRaw(t, s, u, newDevices(t), nil, nil)
+		waitActive(t, s, 1)
+		a.Close()
+		b.Close()
+		waitActive(t, s, 0)
+	}
+	if st := s.Stats(); st.Sessions != 3 || st.Refusals["full"] != 0 {
+		t.Errorf("sessions %d, full refusals %d; want 3, 0", st.Sessions, st.Refusals["full"])
+	}
+}
+
+// TestHalfClose: when one device finishes sending (TCP FIN), the other still gets every
+// byte and can answer; the session ends when both are done.
+func TestHalfClose(t *testing.T) {
+	s, u := startRelay(t, Config{}, nil)
+	a, b := pairRaw(t, s, u, newDevices(t), nil, nil)
+	if _, err := b.Write([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(a)
+	if err != nil || string(got) != "request" {
+		t.Fatalf("listening device read %q, %v; want the request, then EOF", got, err)
+	}
+	if _, err := a.Write([]byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	a.Conn.(*net.TCPConn).CloseWrite()
+	got, err = io.ReadAll(b)
+	if err != nil || string(got) != "answer" {
+		t.Fatalf("dialling device read %q, %v; want the answer, then EOF", got, err)
+	}
+	waitActive(t, s, 0)
+}
+
+// TestIdleTimeout: a session through which nothing moves ends after IdleTimeout; one that
+// keeps moving bytes does not.
+func TestIdleTimeout(t *testing.T) {
+	s, u := startRelay(t, Config{IdleTimeout: 400 * time.Millisecond}, nil)
+	a, b := pairRaw(t, s, u, newDevices(t), nil, nil)
+	for range 8 { // 1.6 s, four idle timeouts, of a keepalive every 200 ms
+		time.Sleep(200 * time.Millisecond)
+		if _, err := b.Write([]byte{1}); err != nil {
+			t.Fatalf("a busy session was cut: %v", err)
+		}
+		if _, err := io.ReadFull(a, make([]byte, 1)); err != nil {
+			t.Fatalf("a busy session was cut: %v", err)
+		}
+	}
+	a.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := a.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("idle session: read = %v, want EOF once the relay ends it", err)
+	}
+	if got := s.Stats().IdleEnded; got != 1 {
+		t.Errorf("idle-ended sessions %d, want 1", got)
+	}
+}
+
+// TestSessionRate: a session held to a rate moves its bytes no faster than that (with the
+// bucket's burst), and intact.
+func TestSessionRate(t *testing.T) {
+	const rateBps = 512 << 10
+	s, u := startRelay(t, Config{SessionRate: rateBps}, nil)
+	a, b := pairRaw(t, s, u, newDevices(t), nil, nil)
+	start := time.Now()
+	stream(t, b, a, 1<<20, 8)
+	// 1 MiB at 512 KiB/s with a 64 KiB burst takes at least 1.8 s.
+	if el := time.Since(start); el < 1500*time.Millisecond {
+		t.Errorf("1 MiB at %d B/s took %v: the rate limit is not applied", rateBps, el)
+	}
+}

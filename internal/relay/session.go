@@ -45,6 +45,7 @@ type session struct {
 	last     atomic.Int64  // Unix nanoseconds of the last byte moved
 	pumps    sync.WaitGroup
 	once     sync.Once
+	freed    sync.Once
 	finished chan struct{}
 }
 
@@ -184,9 +185,12 @@ func (s *Server) runHalf(w *waiter, p pairing) {
 		ss.pumps.Done()
 		ss.pumps.Wait()
 		ss.close()
-		s.mu.Lock()
-		s.mu.sessions--
-		s.mu.Unlock()
+		// Both halves get here; the session's place is given back once.
+		ss.freed.Do(func() {
+			s.mu.Lock()
+			s.mu.sessions--
+			s.mu.Unlock()
+		})
 	}()
 	// 1.
 	w.stream.SetDeadline(time.Now().Add(s.cfg.JoinTimeout))
