@@ -41,8 +41,8 @@ type Config struct {
 	MaxSessions int
 	// MaxPending caps joins waiting for their partner; past it, CodeFull.
 	MaxPending int
-	// MaxConnsPerIP caps connections of any state from one source address; past it the
-	// relay aborts the TLS handshake at the ClientHello.
+	// MaxConnsPerIP caps connections of any state from one source address (an IPv6 /64);
+	// past it the relay aborts the TLS handshake at the ClientHello.
 	MaxConnsPerIP int
 	// MaxConns caps connections of any state; past it they are closed at once.
 	MaxConns int
@@ -100,7 +100,7 @@ type Server struct {
 		pending   [3]map[ID]*waiter // by Role
 		npending  int
 		sessions  int
-		perIP     map[netip.Addr]int
+		perIP     map[netip.Prefix]int // by sourceOf
 		conns     map[*trackedConn]struct{}
 		listeners []net.Listener
 	}
@@ -135,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	for r := range s.mu.pending {
 		s.mu.pending[r] = make(map[ID]*waiter)
 	}
-	s.mu.perIP = make(map[netip.Addr]int)
+	s.mu.perIP = make(map[netip.Prefix]int)
 	s.mu.conns = make(map[*trackedConn]struct{})
 	s.httpIn = newChanListener()
 	mux := http.NewServeMux()
@@ -217,7 +217,7 @@ func (s *Server) Close() error {
 // track counts c against the caps. It returns nil when the relay is at MaxConns, and over
 // when c's address is past MaxConnsPerIP.
 func (s *Server) track(c net.Conn) (tc *trackedConn, over bool) {
-	ip := addrOf(c.RemoteAddr()).Addr()
+	ip := sourceOf(addrOf(c.RemoteAddr()).Addr())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed || len(s.mu.conns) >= s.cfg.MaxConns {
@@ -350,6 +350,16 @@ func (s *Server) sendReply(tc *tls.Conn, r *reply) {
 	tc.SetWriteDeadline(time.Now().Add(s.cfg.JoinTimeout))
 	tc.Write(r.encode())
 	tc.Close()
+}
+
+// sourceOf is what MaxConnsPerIP counts by: an IPv4 address, or an IPv6 /64, since one
+// IPv6 host usually holds a whole /64 and could otherwise take a new address per connection.
+func sourceOf(ip netip.Addr) netip.Prefix {
+	if ip.Is4() {
+		return netip.PrefixFrom(ip, 32)
+	}
+	p, _ := ip.Prefix(64)
+	return p
 }
 
 // addrOf is a connection address as a netip.AddrPort (IPv4 unmapped).
