@@ -60,6 +60,7 @@ type Stats struct {
 	Sessions    int64            // sessions paired since start
 	Active      int              // sessions now
 	Pending     int              // joins waiting now
+	Open        int              // connections open now, in any state
 	IdleEnded   int64            // sessions ended by the idle timeout
 	Bytes       int64            // bytes spliced, both directions
 }
@@ -75,7 +76,7 @@ func (s *Server) Stats() Stats {
 		st.Refusals[reasonNames[r]] = s.stats.refusals[r].Load()
 	}
 	s.mu.Lock()
-	st.Active, st.Pending = s.mu.sessions, s.mu.npending
+	st.Active, st.Pending, st.Open = s.mu.sessions, s.mu.npending, len(s.mu.conns)
 	s.mu.Unlock()
 	return st
 }
@@ -86,6 +87,7 @@ var (
 	descSessions = prometheus.NewDesc("peerfs_relay_sessions_total", "Sessions paired.", nil, nil)
 	descActive   = prometheus.NewDesc("peerfs_relay_sessions", "Sessions now.", nil, nil)
 	descPending  = prometheus.NewDesc("peerfs_relay_pending_joins", "Joins waiting for their partner now.", nil, nil)
+	descOpen     = prometheus.NewDesc("peerfs_relay_open_connections", "Connections open now, in any state.", nil, nil)
 	descIdle     = prometheus.NewDesc("peerfs_relay_idle_ended_total", "Sessions ended by the idle timeout.", nil, nil)
 	descBytes    = prometheus.NewDesc("peerfs_relay_bytes_total", "Bytes spliced between devices, both directions.", nil, nil)
 )
@@ -94,7 +96,7 @@ var (
 type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descRefusals, descSessions, descActive, descPending, descIdle, descBytes} {
+	for _, d := range []*prometheus.Desc{descConns, descRefusals, descSessions, descActive, descPending, descOpen, descIdle, descBytes} {
 		ch <- d
 	}
 }
@@ -110,6 +112,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.CounterValue, float64(st.Sessions))
 	ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(st.Active))
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(st.Pending))
+	ch <- prometheus.MustNewConstMetric(descOpen, prometheus.GaugeValue, float64(st.Open))
 	ch <- prometheus.MustNewConstMetric(descIdle, prometheus.CounterValue, float64(st.IdleEnded))
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(st.Bytes))
 }

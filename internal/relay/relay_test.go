@@ -554,3 +554,52 @@ func TestSessionRate(t *testing.T) {
 		t.Errorf("1 MiB at %d B/s took %v: the rate limit is not applied", rateBps, el)
 	}
 }
+
+// TestJoinFlood: past MaxPending, joins are refused as full, and the waiting ones still pair.
+func TestJoinFlood(t *testing.T) {
+	s, u := startRelay(t, Config{MaxPending: 3}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := newDevices(t)
+	dialAsync(ctx, u, RoleListen, ListenIDs(d.a.ID, []identity.DeviceID{d.b.ID}, time.Now()), nil)
+	for i := range 2 {
+		dialAsync(ctx, u, RoleListen, []ID{{byte(i + 1)}}, nil)
+	}
+	waitPending(t, s, 3)
+	for range 5 {
+		if _, err := Dial(ctx, u, RoleListen, []ID{{99}}, nil); !errors.Is(err, ErrRelayFull) {
+			t.Fatalf("join past MaxPending: err = %v, want ErrRelayFull", err)
+		}
+	}
+	sess, err := Dial(ctx, u, RoleDial, []ID{DialID(d.b.ID, d.a.ID, time.Now())}, nil)
+	if err != nil {
+		t.Fatalf("a dialler meeting a waiting join: %v", err)
+	}
+	sess.Close()
+}
+
+// TestJoinTimeout: a connection that does not complete its join in JoinTimeout is closed,
+// and its place under the caps given back.
+func TestJoinTimeout(t *testing.T) {
+	s, u := startRelay(t, Config{JoinTimeout: 300 * time.Millisecond, MaxConnsPerIP: 2}, nil)
+	for range 2 {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte{0x16, 3, 1}) // the start of a ClientHello, then nothing
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatalf("a silent connection was not closed by the relay: %v", err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Open != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open at the relay", s.Stats().Open)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Both places are free again: two devices from this address meet.
+	pairRaw(t, s, u, newDevices(t), nil, nil)
+}
