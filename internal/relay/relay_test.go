@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -602,4 +603,40 @@ func TestJoinTimeout(t *testing.T) {
 	}
 	// Both places are free again: two devices from this address meet.
 	pairRaw(t, s, u, newDevices(t), nil, nil)
+}
+
+// TestWebSocketJoinTimeout: a device that opens a WebSocket and its TLS but sends no join
+// is closed after JoinTimeout, as over raw TLS.
+func TestWebSocketJoinTimeout(t *testing.T) {
+	s, u := startRelay(t, Config{JoinTimeout: 300 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, err := dialWebSocket(ctx, u, false, (&net.Dialer{}).DialContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	tc := tls.Client(ws, clientTLS(u, ALPN))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		_, err := tc.Read(make([]byte, 1))
+		closed <- err
+	}()
+	select {
+	case err := <-closed:
+		if err == nil {
+			t.Fatal("the relay sent data to a device that never joined")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the relay kept a WebSocket that never joined open for 5 s")
+	}
+	for s.Stats().Open != 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.Stats().Open; n != 0 {
+		t.Fatalf("%d connections still open at the relay", n)
+	}
 }

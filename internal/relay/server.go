@@ -290,6 +290,8 @@ func (s *Server) serveHTTP(c net.Conn) {
 // handleTLS runs the relay's TLS on stream. raw is the TCP connection under stream when
 // there is one (spliced after the join), nil for a WebSocket.
 func (s *Server) handleTLS(stream net.Conn, raw net.Conn, observed netip.AddrPort, kind connKind) {
+	// The handshake and the join within JoinTimeout (for a WebSocket, from the upgrade).
+	stream.SetDeadline(time.Now().Add(s.cfg.JoinTimeout))
 	rc := &recordConn{Conn: stream}
 	tc := tls.Server(rc, s.tls)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.JoinTimeout)
