@@ -9,8 +9,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -639,4 +641,25 @@ func TestWebSocketJoinTimeout(t *testing.T) {
 	if n := s.Stats().Open; n != 0 {
 		t.Fatalf("%d connections still open at the relay", n)
 	}
+}
+
+// failingListener fails its first Accepts as a listener out of file descriptors does.
+type failingListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptErrorsDoNotStopRelay: a relay out of file descriptors waits and goes on
+// accepting rather than exiting.
+func TestAcceptErrorsDoNotStopRelay(t *testing.T) {
+	s, u := startRelay(t, Config{}, func(ln net.Listener) net.Listener { return &failingListener{Listener: ln, fails: 3} })
+	pairRaw(t, s, u, newDevices(t), nil, nil)
 }

@@ -162,6 +162,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.mu.listeners = append(s.mu.listeners, ln)
 	s.mu.Unlock()
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -170,13 +171,21 @@ func (s *Server) Serve(ln net.Listener) error {
 				return nil
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("relay: accepting on %s: %w", ln.Addr(), err)
 			}
-			return fmt.Errorf("relay: accepting on %s: %w", ln.Addr(), err)
+			// Out of file descriptors (EMFILE, ENFILE) or buffers under a flood: wait for
+			// connections to end instead of exiting, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.cfg.Log.Warn("relay: accepting failed; retrying", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.closing:
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		tc, over := s.track(c)
 		if tc == nil {
 			s.stats.refused(refusedConnCap)
