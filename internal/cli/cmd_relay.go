@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
+	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/metrics"
 	"github.com/peerfs/peerfs/internal/relay"
@@ -50,8 +52,8 @@ func newRelayServeCommand(g *Globals) *cobra.Command {
 their bytes. It sees only ciphertext: the two devices run their own TLS, pinned to each
 other's device ID, inside the relayed stream, and it learns no device ID.
 
-The relay has its own identity under --home (created on first start; use a home of its
-own). The first line on stdout is the relay's URL, which devices need: it pins the
+The relay has an identity of its own, never the device's, in the "relay" directory of the
+config directory under --home (created on first start; keep it, or the URL changes). The first line on stdout is the relay's URL, which devices need: it pins the
 relay's ID. With --json the first line is {"url": "..."}.
 
 A private relay takes an access token (--token, --token-file, or $PEERFS_RELAY_TOKEN):
@@ -93,13 +95,14 @@ func runRelayServe(ctx context.Context, opts RelayServeOptions, g *Globals, args
 	if opts.SessionRate < 0 || opts.GlobalRate < 0 {
 		return usageErrorf("--session-rate and --global-rate take bytes per second, 0 or more")
 	}
-	id, err := identity.Load(p.IdentityDir())
+	dir := relayIdentityDir(p)
+	id, err := identity.Load(dir)
 	if errors.Is(err, identity.ErrNoIdentity) {
 		if id, err = identity.Generate(); err == nil {
-			err = id.Save(p.IdentityDir())
+			err = id.Save(dir)
 		}
 		if err == nil {
-			g.notef("created the relay's identity in %s", p.IdentityDir())
+			g.notef("created the relay's identity in %s", dir)
 		}
 	}
 	if err != nil {
@@ -176,6 +179,11 @@ func writeJSONLine(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false) // a URL's "&" stays readable
 	return enc.Encode(v)
 }
+
+// relayIdentityDir is where the relay keeps its identity: a directory of its own under the
+// config directory, so a relay started in a device's home never shows the device's key (and
+// ID) to every device that uses the relay.
+func relayIdentityDir(p config.Paths) string { return filepath.Join(p.IdentityDir(), "relay") }
 
 // relayToken is the access token from --token, --token-file or $PEERFS_RELAY_TOKEN.
 func relayToken(opts RelayServeOptions) (string, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,11 +16,16 @@ import (
 // startRelayCmd runs "peerfs relay serve" with args and returns its first stdout line.
 func startRelayCmd(t *testing.T, args ...string) string {
 	t.Helper()
+	return startRelayCmdIn(t, t.TempDir(), args...)
+}
+
+func startRelayCmdIn(t *testing.T, home string, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	exited := make(chan int, 1)
 	go func() {
-		exited <- execute(ctx, append([]string{"--home", t.TempDir(), "relay", "serve", "--listen", "127.0.0.1:0", "-q"}, args...), pw, io.Discard, false)
+		exited <- execute(ctx, append([]string{"--home", home, "relay", "serve", "--listen", "127.0.0.1:0", "-q"}, args...), pw, io.Discard, false)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -91,5 +97,24 @@ func TestRelayServeURL(t *testing.T) {
 	}
 	if u, err := relay.ParseURL(obj.URL); err != nil || u.Token != "s3cret" {
 		t.Errorf("URL %q (%v): want the token with --url-token", obj.URL, err)
+	}
+}
+
+// TestRelayIdentityIsNotTheDevices: in a device's home the relay makes an identity of its
+// own, so its URL does not show the device's ID; and it keeps it across restarts.
+func TestRelayIdentityIsNotTheDevices(t *testing.T) {
+	home := t.TempDir()
+	mustRun(t, home, "init", "--name", "laptop")
+	device := strings.TrimSpace(mustRun(t, home, "id"))
+	first, err := relay.ParseURL(startRelayCmdIn(t, home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID.String() == device {
+		t.Fatalf("the relay in a device's home uses the device's ID %s", device)
+	}
+	again, err := relay.ParseURL(startRelayCmdIn(t, home))
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("after a restart the relay is %v (%v), want %s", again.ID, err, first.ID)
 	}
 }
