@@ -134,6 +134,76 @@ func BenchmarkRelay(b *testing.B) {
 	}
 }
 
+// BenchmarkRelayRaw is BenchmarkRelay without the devices' TLS: the ceiling of the relayed
+// path itself, against plain loopback TCP.
+//
+//	flock /work/wt/.bench.lock go test -run XXX -bench BenchmarkRelayRaw -benchtime 4096x -count 5 ./internal/relay/
+func BenchmarkRelayRaw(b *testing.B) {
+	for _, relayed := range []bool{false, true} {
+		name := "direct"
+		if relayed {
+			name = "relayed-tls"
+		}
+		b.Run(name, func(b *testing.B) {
+			var a, c net.Conn
+			var stop func() time.Duration
+			if relayed {
+				var u URL
+				u, stop = startChildRelay(b)
+				d := newDevices(b)
+				ctx := context.Background()
+				la := dialAsync(ctx, u, RoleListen, ListenIDs(d.a.ID, []identity.DeviceID{d.b.ID}, time.Now()), nil)
+				sb, err := Dial(ctx, u, RoleDial, []ID{DialID(d.b.ID, d.a.ID, time.Now())}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ra := <-la
+				if ra.err != nil {
+					b.Fatal(ra.err)
+				}
+				a, c = ra.sess, sb
+			} else {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				acc := make(chan net.Conn, 1)
+				go func() {
+					x, _ := ln.Accept()
+					acc <- x
+				}()
+				if c, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+					b.Fatal(err)
+				}
+				a = <-acc
+				ln.Close()
+			}
+			buf := make([]byte, 1<<20)
+			done := make(chan error, 1)
+			go func() {
+				_, err := io.CopyN(io.Discard, a, int64(b.N)*int64(len(buf)))
+				done <- err
+			}()
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			a.Close()
+			c.Close()
+			if stop != nil {
+				b.ReportMetric(stop().Seconds()/(float64(b.N)/1024), "relay-cpu-s/GiB")
+			}
+		})
+	}
+}
+
 // pairTLSAt pairs d at the relay process u and runs the inner TLS (a: listening device).
 func pairTLSAt(b *testing.B, u URL, d devices, opts *Options) (a, c *transport.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
