@@ -34,11 +34,18 @@ func TestRawBytesAfterCloseNotify(t *testing.T) {
 					return
 				}
 				defer c.Close()
-				s := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{relay.Cert}, MinVersion: tls.VersionTLS13, SessionTicketsDisabled: true})
+				hc := &holdConn{Conn: c}
+				s := tls.Server(hc, &tls.Config{Certificates: []tls.Certificate{relay.Cert}, MinVersion: tls.VersionTLS13, SessionTicketsDisabled: true})
+				if s.Handshake() != nil {
+					return
+				}
+				// The reply, the close_notify and the raw bytes leave in one write, so they
+				// reach the client together, as they may from a relay.
+				hc.hold = true
 				s.Write([]byte("paired"))
 				s.CloseWrite()
 				c.SetWriteDeadline(timeZero)
-				c.Write([]byte("RAW BYTES"))
+				c.Write(append(hc.held, "RAW BYTES"...))
 				io.Copy(io.Discard, c)
 			}()
 			c, err := net.Dial("tcp", ln.Addr().String())
@@ -65,5 +72,20 @@ func TestRawBytesAfterCloseNotify(t *testing.T) {
 }
 
 var timeZero time.Time
+
+// holdConn keeps what is written while hold is set, instead of sending it.
+type holdConn struct {
+	net.Conn
+	hold bool
+	held []byte
+}
+
+func (c *holdConn) Write(b []byte) (int, error) {
+	if c.hold {
+		c.held = append(c.held, b...)
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
 
 func nowPlus(sec int) time.Time { return time.Now().Add(time.Duration(sec) * time.Second) }
