@@ -663,3 +663,29 @@ func TestAcceptErrorsDoNotStopRelay(t *testing.T) {
 	s, u := startRelay(t, Config{}, func(ln net.Listener) net.Listener { return &failingListener{Listener: ln, fails: 3} })
 	pairRaw(t, s, u, newDevices(t), nil, nil)
 }
+
+// TestHTTPKeepAliveClosed: a plain HTTP request that is not an upgrade gets its answer and
+// the connection closes, instead of idling in keep-alive with no deadline.
+func TestHTTPKeepAliveClosed(t *testing.T) {
+	s, u := startRelay(t, Config{}, nil)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: relay\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("connection not closed after the answer: %v (read %q)", err, got)
+	}
+	if !strings.HasPrefix(string(got), "HTTP/1.1 404") {
+		t.Errorf("answer %q, want a 404", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().Open != 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.Stats().Open; n != 0 {
+		t.Errorf("%d connections still open at the relay", n)
+	}
+}

@@ -141,7 +141,12 @@ func New(cfg Config) (*Server, error) {
 	s.httpIn = newChanListener()
 	mux := http.NewServeMux()
 	mux.HandleFunc(WebSocketPath, s.serveWebSocket)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.JoinTimeout, ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)}
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.JoinTimeout, ReadTimeout: cfg.JoinTimeout,
+		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)}
+	// One request per connection: an idle keep-alive connection would hold its place under
+	// the caps with no deadline. (ReadTimeout does not reach a hijacked WebSocket: the join
+	// deadline in handleTLS replaces it.)
+	s.http.SetKeepAlivesEnabled(false)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
