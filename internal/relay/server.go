@@ -269,6 +269,7 @@ func (s *Server) handleConn(c *trackedConn, overIP bool) {
 		if overIP {
 			s.stats.conn(kindTLS)
 			s.stats.refused(refusedPerIP)
+			s.cfg.Log.Debug("relay: refused a connection: too many from its address")
 			tls.Server(pc, s.refuse).Handshake()
 			return
 		}
@@ -370,7 +371,10 @@ func tokenMatches(got, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
+// sendReply sends a refusal and closes tc. The log line names the reason only: no address,
+// no rendezvous ID.
 func (s *Server) sendReply(tc *tls.Conn, r *reply) {
+	s.cfg.Log.Debug("relay: refused a join", "code", int(r.Code), "reason", r.Message)
 	tc.SetWriteDeadline(time.Now().Add(s.cfg.JoinTimeout))
 	tc.Write(r.encode())
 	tc.Close()
