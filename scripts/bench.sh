@@ -55,7 +55,7 @@ for suite in "$@"; do
     args+=(--quick)
   else
     case "$suite" in
-      link) args+=(--runs 5) ;; # the fastest suite; its rows swing the most between runs
+      link|reach) args+=(--runs 5) ;; # the fastest suites; their rows swing the most between runs
       wan) read -ra extra <<<"${WAN_ARGS:-}"; args+=("${extra[@]}") ;; # see BENCH_WAN_ARGS in the Makefile
     esac
   fi

@@ -24,7 +24,7 @@ const (
 
 // reportOrder is the order of the sections in BENCHMARKS.md, from the link up to the
 // workloads; suites not listed here follow, by name.
-var reportOrder = []string{"link", "mount", "blocksize", "patterns", "meta", "tree", "tune", "wan"}
+var reportOrder = []string{"link", "mount", "blocksize", "patterns", "meta", "tree", "tune", "wan", "reach"}
 
 // plotRef is how a section's Markdown places a plot: "{{plot wan-find-grep.png}}".
 var plotRef = regexp.MustCompile(`\{\{plot ([^{}]+)\}\}`)
