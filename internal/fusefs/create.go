@@ -79,6 +79,9 @@ func (n *Node) createLocally(ctx context.Context, name, p string, flags, mode, c
 	n.root.replica.Put(p, e)
 	n.dirChanged(0, now)
 	n.root.stats.localCreates.Add(1)
+	if errno = child.reserveOpen(); errno != 0 {
+		return ino, nil, 0, errno, true
+	}
 	h, fuseFlags, errno = child.openHandle(ctx, flags, &e)
 	return ino, h, fuseFlags, errno, true
 }

@@ -54,35 +54,51 @@ var _ = (fs.NodeOpener)((*Node)(nil))
 
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.root.stats.open.Add(0)
-	e, err := n.entry(ctx)
-	if err != nil {
-		return nil, 0, toErrno(err)
+	if errno := n.reserveOpen(); errno != 0 {
+		return nil, 0, errno
 	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		// A reader closed just before: an ordinary writer is cheaper than a passthrough one.
 		n.passDrained(ctx)
 	}
+	e, errno := n.opening(ctx, flags)
+	if errno != 0 {
+		n.unreserveOpen()
+		return nil, 0, errno
+	}
+	return n.openHandle(ctx, flags, &e)
+}
+
+// opening returns the attributes of the file being opened, after emptying it for O_TRUNC.
+// The open is reserved (reserveOpen).
+func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.Errno) {
+	p, done := n.holdPath()
+	defer done()
+	e, err := n.entry(ctx)
+	if err != nil {
+		return e, toErrno(err)
+	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if errno := n.ensureCreated(ctx); errno != 0 {
-			return nil, 0, errno
+			return e, errno
 		}
 		n.wb.Truncate(0)
-		before, known := n.root.replica.Stat(n.path())
+		before, known := n.root.replica.Stat(p)
 		n.root.stats.roundTrips.Add(1)
-		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: n.path(), Valid: wire.SetSize})
+		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: p, Valid: wire.SetSize})
 		if err != nil {
-			return nil, 0, toErrno(err)
+			return e, toErrno(err)
 		}
 		e = resp.Entry
 		n.changedHere(known, &before, resp.Pre, &e, false)
-		n.root.replica.Put(n.path(), e)
+		n.root.replica.Put(p, e)
 		n.mu.Lock()
 		n.localSize = 0
 		n.mu.Unlock()
-		n.root.forgetContent(n.path())
+		n.root.forgetContent(p)
 		n.truncatePass(0)
 	}
-	return n.openHandle(ctx, flags, &e)
+	return e, 0
 }
 
 // passDrainWait is how long an open for writing waits for the passthrough opens of its file
@@ -109,16 +125,14 @@ func (n *Node) passDrained(ctx context.Context) bool {
 	}
 }
 
-// openHandle builds the handle for an open of the file described by e.
+// openHandle builds the handle for an open of the file described by e. The caller reserved
+// the open (reserveOpen); if it fails, openHandle gives the reservation back.
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
 		fills: flags&openDirect == 0}
 	if ph, ok := n.joinPassthrough(h, e); ok {
 		return ph, 0, 0
 	}
-	n.mu.Lock()
-	n.opens++
-	n.mu.Unlock()
 	if h.writable {
 		n.mu.Lock()
 		n.writers++
@@ -138,6 +152,7 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	}
 	cf, err := n.root.cache.Get(n.root.key(n.path()), version(e))
 	if err != nil {
+		n.unreserveOpen()
 		return nil, 0, toErrno(err)
 	}
 	h.cf = cf
@@ -424,7 +439,8 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 		n.wb.Truncate(0) // never to be sent: the name may be someone else's file now
 		return toErrno(err)
 	}
-	p := n.path()
+	p, done := n.holdPath()
+	defer done()
 	before, known := n.root.replica.Stat(p)
 	local, created := n.localEntry() // created here, not on the owner yet (create.go)
 	if created {
@@ -561,8 +577,10 @@ func (h *Handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
+	p, done := h.n.holdPath()
+	defer done()
 	h.n.root.stats.roundTrips.Add(1)
-	return toErrno(h.n.root.owner.Fsync(ctx, h.n.path(), flags&1 != 0))
+	return toErrno(h.n.root.owner.Fsync(ctx, p, flags&1 != 0))
 }
 
 var _ = (fs.FileReleaser)((*Handle)(nil))
@@ -607,8 +625,9 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 		}
 	}
 	hidden := ""
-	if h.n.opens == 0 {
+	if h.n.opens == 0 && h.n.hidden != "" {
 		hidden, h.n.hidden = h.n.hidden, ""
+		h.n.gone = true // an open that raced the unlink starts over (reserveOpen)
 	}
 	h.n.mu.Unlock()
 	if passCF != nil {
@@ -633,8 +652,10 @@ func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
+	p, done := h.n.holdPath()
+	defer done()
 	h.n.root.stats.roundTrips.Add(1)
-	e, err := h.n.root.owner.Fallocate(ctx, h.n.path(), mode, int64(off), int64(size))
+	e, err := h.n.root.owner.Fallocate(ctx, p, mode, int64(off), int64(size))
 	if err != nil {
 		return toErrno(err)
 	}
@@ -643,8 +664,8 @@ func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		h.n.localSize = int64(e.Size)
 	}
 	h.n.mu.Unlock()
-	h.n.root.replica.Put(h.n.path(), e)
-	h.n.root.forgetContent(h.n.path())
+	h.n.root.replica.Put(p, e)
+	h.n.root.forgetContent(p)
 	return 0
 }
 
@@ -692,8 +713,10 @@ func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 			return errno
 		}
 	}
+	p, done := n.holdPath()
+	defer done()
 	n.root.stats.roundTrips.Add(1)
-	errno := toErrno(n.root.owner.Fsync(ctx, n.path(), flags&1 != 0))
+	errno := toErrno(n.root.owner.Fsync(ctx, p, flags&1 != 0))
 	if errno == syscall.EROFS {
 		return 0 // a read-only share holds nothing of this mount's to make stable
 	}

@@ -54,9 +54,8 @@ func (n *Node) joinPassthrough(h *Handle, e *wire.Entry) (fs.FileHandle, bool) {
 	if n.passOpens == 0 || n.passCF == nil {
 		return nil, false
 	}
-	n.opens++
 	n.passOpens++
-	h.pass = true
+	h.pass = true // opens counts it already (reserveOpen)
 	if h.writable {
 		h.passWrite = true
 		n.writers++

@@ -38,8 +38,18 @@ type Node struct {
 	// hidden is the owner-side name of a file unlinked while open here: like NFS, the file is
 	// renamed to a hidden name instead of deleted, and deleted at the last close.
 	hidden string
-	last   wire.Entry // the attributes last seen, for files open for writing
-	wb     writeback.File
+	// The file's name on the owner changes through this mount (an unlink that hides or
+	// deletes it) only while no operation addresses the file by that name (holdPath):
+	// pathUsers counts those operations, naming says a change is under way, which they
+	// wait for, and nameCond (on mu) wakes both sides. gone says the file was deleted on
+	// the owner while no descriptor had it open: an open that raced the unlink is retried
+	// by the kernel (reserveOpen).
+	pathUsers int
+	naming    bool
+	nameCond  *sync.Cond
+	gone      bool
+	last      wire.Entry // the attributes last seen, for files open for writing
+	wb        writeback.File
 	// flushTimer sends dirty data flushDelay after the first unsent write, for files kept
 	// open for long (editors, logs, databases); timerArmed says it is pending.
 	flushTimer *time.Timer
@@ -72,6 +82,85 @@ func (n *Node) path() string {
 		return hidden
 	}
 	return n.Path(n.root.EmbeddedInode())
+}
+
+// holdPath returns the file's path on the owner and keeps it from changing through this
+// mount until done is called: an operation on an open descriptor must reach the file it
+// opened, whatever another thread does to its name meanwhile (POSIX). Without it, an unlink
+// that renames an open file to its hidden name on the owner (hideIfOpen) lands between the
+// moment an fsync, a flush at close or an fsetxattr reads the path and the moment the owner
+// resolves it, which then answers ENOENT, or reaches another file given that name.
+// Holds nest: a change waits until none is held, and a new hold waits only for a change
+// already under way.
+func (n *Node) holdPath() (p string, done func()) {
+	n.mu.Lock()
+	for n.naming {
+		n.cond().Wait()
+	}
+	n.pathUsers++
+	n.mu.Unlock()
+	return n.path(), n.dropPath
+}
+
+func (n *Node) dropPath() {
+	n.mu.Lock()
+	if n.pathUsers--; n.pathUsers == 0 {
+		n.cond().Broadcast()
+	}
+	n.mu.Unlock()
+}
+
+// beginNaming waits until no operation holds the file's path, and keeps new ones waiting
+// until endNaming: the name on the owner is about to change (hideIfOpen) or go.
+func (n *Node) beginNaming() {
+	n.mu.Lock()
+	for n.pathUsers > 0 || n.naming {
+		n.cond().Wait()
+	}
+	n.naming = true
+	n.mu.Unlock()
+}
+
+func (n *Node) endNaming() {
+	n.mu.Lock()
+	n.naming = false
+	n.cond().Broadcast()
+	n.mu.Unlock()
+}
+
+// cond returns nameCond. mu is held.
+func (n *Node) cond() *sync.Cond {
+	if n.nameCond == nil {
+		n.nameCond = sync.NewCond(&n.mu)
+	}
+	return n.nameCond
+}
+
+// reserveOpen counts an open of the file before it reaches the owner, so that an unlink
+// from another thread sees it and hides the file instead of deleting it (hideIfOpen). The
+// kernel sends OPEN after the path lookup, without the directory's lock: an unlink can come
+// between the two. If the unlink deleted the file first, the open answers ESTALE, on which
+// the kernel walks the path once more, revalidating it (do_filp_open's LOOKUP_REVAL retry,
+// as for NFS): the open then finds the name free and creates it (O_CREAT), or answers
+// ENOENT, as if it had come after the unlink.
+func (n *Node) reserveOpen() syscall.Errno {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for n.naming {
+		n.cond().Wait()
+	}
+	if n.gone {
+		return syscall.ESTALE
+	}
+	n.opens++
+	return 0
+}
+
+// unreserveOpen gives back a reservation of an open that failed.
+func (n *Node) unreserveOpen() {
+	n.mu.Lock()
+	n.opens--
+	n.mu.Unlock()
 }
 
 // hiddenPrefix starts the owner-side names of files unlinked while open through a mount.
@@ -131,6 +220,9 @@ func (n *Node) newChild(ctx context.Context, e *wire.Entry, out *fuse.EntryOut) 
 	child := &Node{root: n.root, localSize: -1}
 	ino := n.NewInode(ctx, child, fs.StableAttr{Mode: e.Mode & syscall.S_IFMT, Ino: n.root.kernelIno(e.Ino), Gen: n.root.gen.Load()})
 	if ops, ok := ino.Operations().(*Node); ok {
+		ops.mu.Lock()
+		ops.gone = false // the owner gave a deleted file's inode number to a new one
+		ops.mu.Unlock()
 		ops.fill(e, &out.Attr)
 	}
 	return ino
@@ -241,7 +333,8 @@ var _ = (fs.NodeSetattrer)((*Node)(nil))
 // truncate or an mtime set after writing is not undone by them.
 func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	n.root.stats.setattr.Add(0)
-	p := n.path()
+	p, done := n.holdPath()
+	defer done()
 	req := wire.SetAttrReq{Share: n.root.opts.Share, Path: p}
 	if m, ok := in.GetMode(); ok {
 		req.Valid |= wire.SetMode
@@ -348,8 +441,10 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if _, local := n.localEntry(); local {
 		return 0, errNoAttr // a new file has none
 	}
+	p, done := n.holdPath()
+	defer done()
 	n.root.stats.roundTrips.Add(1)
-	v, err := n.root.owner.GetXattr(ctx, n.path(), attr)
+	v, err := n.root.owner.GetXattr(ctx, p, attr)
 	if err != nil {
 		return 0, toErrno(err)
 	}
@@ -366,8 +461,10 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	if _, local := n.localEntry(); local {
 		return 0, 0 // a new file has none
 	}
+	p, done := n.holdPath()
+	defer done()
 	n.root.stats.roundTrips.Add(1)
-	names, err := n.root.owner.ListXattr(ctx, n.path())
+	names, err := n.root.owner.ListXattr(ctx, p)
 	if err != nil {
 		return 0, toErrno(err)
 	}
@@ -391,8 +488,10 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if errno := n.ensureCreated(ctx); errno != 0 {
 		return errno
 	}
+	p, done := n.holdPath()
+	defer done()
 	n.root.stats.roundTrips.Add(1)
-	return toErrno(n.root.owner.SetXattr(ctx, n.path(), attr, data, flags))
+	return toErrno(n.root.owner.SetXattr(ctx, p, attr, data, flags))
 }
 
 var _ = (fs.NodeRemovexattrer)((*Node)(nil))
@@ -402,8 +501,10 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if errno := n.ensureCreated(ctx); errno != 0 {
 		return errno
 	}
+	p, done := n.holdPath()
+	defer done()
 	n.root.stats.roundTrips.Add(1)
-	return toErrno(n.root.owner.RemoveXattr(ctx, n.path(), attr))
+	return toErrno(n.root.owner.RemoveXattr(ctx, p, attr))
 }
 
 // checkName refuses names the owner cannot hold, with the errno a local filesystem gives.

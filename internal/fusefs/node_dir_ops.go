@@ -189,6 +189,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		child.wb.Truncate(0)
 		n.root.forgetContent(p)
 	}
+	if errno := child.reserveOpen(); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	h, fuseFlags, errno := child.openHandle(ctx, flags, &e)
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -204,7 +207,14 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno := n.ensureChildCreated(ctx, name); errno != 0 {
 		return errno
 	}
-	if hid, errno := n.hideIfOpen(ctx, name, p); hid || errno != 0 {
+	// The kernel's open sends OPEN after its lookup, and its flushes, fsyncs and xattr
+	// calls use the file's path: while the name changes, they wait (holdPath, reserveOpen).
+	cn := n.childNode(name)
+	if cn != nil {
+		cn.beginNaming()
+		defer cn.endNaming()
+	}
+	if hid, errno := n.hideIfOpen(ctx, cn, p); hid || errno != 0 {
 		if errno == 0 {
 			n.root.replica.Remove(p)
 			n.dirChanged(0, time.Now().UnixNano())
@@ -212,6 +222,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	before, known := n.root.replica.Stat(p)
+	lastName := cn != nil && cn.links(p) <= 1
 	n.root.stats.roundTrips.Add(1)
 	if err := n.root.owner.Unlink(ctx, p); err != nil {
 		return toErrno(err)
@@ -222,6 +233,9 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	}
 	if known && before.Nlink > 1 {
 		n.root.replica.SetLinks(before.Ino, before.Nlink-1, now) // the file's other names
+	}
+	if lastName {
+		cn.deleted()
 	}
 	n.root.replica.Remove(p)
 	n.dirChanged(0, now)
@@ -303,23 +317,35 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errno := np.ensureChildCreated(ctx, newName); errno != 0 {
 		return errno
 	}
-	// A file open here under the target name lives on, hidden, until its last close.
-	if wf == 0 {
-		if _, errno := np.hideIfOpen(ctx, newName, to); errno != 0 {
-			return errno
-		}
-	}
 	// Data written under the old name must land before the name changes.
 	if cn := n.childNode(name); cn != nil {
 		if errno := cn.flush(ctx); errno != 0 {
 			return errno
 		}
 	}
+	// A file open here under the target name lives on, hidden, until its last close; its
+	// opens and path users wait while its name changes (Unlink).
+	var replacedNode *Node
+	if wf == 0 {
+		if replacedNode = np.childNode(newName); replacedNode != nil && replacedNode != n.childNode(name) {
+			replacedNode.beginNaming()
+			defer replacedNode.endNaming()
+		} else {
+			replacedNode = nil
+		}
+		if _, errno := np.hideIfOpen(ctx, replacedNode, to); errno != 0 {
+			return errno
+		}
+	}
+	replacedLast := replacedNode != nil && replacedNode.links(to) <= 1
 	moved, movedKnown := n.root.replica.Stat(from)
 	replaced, replacedKnown := n.root.replica.Stat(to)
 	n.root.stats.roundTrips.Add(1)
 	if err := n.root.owner.Rename(ctx, from, to, wf); err != nil {
 		return toErrno(err)
+	}
+	if replacedLast {
+		replacedNode.deleted()
 	}
 	now := time.Now().UnixNano()
 	if wf == wire.RenameExchange {
@@ -362,22 +388,16 @@ func (n *Node) dirChanged(subdirs int, atNs int64) {
 // renameNoReplace is Linux's RENAME_NOREPLACE flag of renameat2 (go-fuse names only EXCHANGE).
 const renameNoReplace = 0x1
 
-// hideIfOpen handles the removal of a name whose file is open here (by unlink, or by a
-// rename over it): like NFS, the file is renamed on the owner to a hidden name, keeps working
-// for its open descriptors, and is deleted at the last close. It reports whether it did so.
-func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Errno) {
-	cn := n.childNode(name)
+// hideIfOpen handles the removal of name p, the file of cn (nil when the kernel knows none),
+// while cn is open here (by unlink, or by a rename over it): like NFS, the file is renamed on
+// the owner to a hidden name, keeps working for its open descriptors, and is deleted at the
+// last close. It reports whether it did so. The caller holds cn's naming (beginNaming), so
+// no open or path user of cn runs meanwhile.
+func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscall.Errno) {
 	if cn == nil {
 		return false, 0
 	}
-	// The link count as the replica now has it: the attributes the node last showed the
-	// kernel may predate the removal of its other names through this mount.
-	cn.mu.Lock()
-	nlink := cn.last.Nlink
-	cn.mu.Unlock()
-	if e, ok := n.root.replica.Stat(p); ok {
-		nlink = e.Nlink
-	}
+	nlink := cn.links(p)
 	cn.mu.Lock()
 	open := cn.opens > 0 && nlink <= 1 && cn.hidden == ""
 	cn.mu.Unlock()
@@ -389,11 +409,13 @@ func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Er
 	if err := n.root.owner.Rename(ctx, p, hidden, wire.RenameNoReplace); err != nil {
 		return false, toErrno(err)
 	}
-	// The kernel sends RELEASE after close(2) returns, so the last close may have landed
-	// while the rename was on its way: then nobody is left to delete the hidden file.
+	// The last close may have come while the rename was on its way (RELEASE does not wait
+	// for naming): then nobody is left to delete the hidden file.
 	cn.mu.Lock()
 	closed := cn.opens == 0
-	if !closed {
+	if closed {
+		cn.gone = true
+	} else {
 		cn.hidden = hidden
 	}
 	cn.mu.Unlock()
@@ -404,4 +426,26 @@ func (n *Node) hideIfOpen(ctx context.Context, name, p string) (bool, syscall.Er
 		}
 	}
 	return true, 0
+}
+
+// links is the link count of file n, named p, as the replica now has it: the attributes the
+// node last showed the kernel may predate the removal of its other names through this mount.
+func (n *Node) links(p string) uint32 {
+	n.mu.Lock()
+	nlink := n.last.Nlink
+	n.mu.Unlock()
+	if e, ok := n.root.replica.Stat(p); ok {
+		nlink = e.Nlink
+	}
+	return nlink
+}
+
+// deleted records that the owner deleted the file while nothing here had it open: an open
+// that raced the removal starts over (reserveOpen).
+func (n *Node) deleted() {
+	n.mu.Lock()
+	if n.hidden == "" { // else its last close deletes it (Release)
+		n.gone = true
+	}
+	n.mu.Unlock()
 }
