@@ -268,10 +268,11 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 // onlyHidden reports whether directory p on the owner holds nothing but files unlinked
-// while open through a mount.
+// while open through a mount. Nothing at all counts: the last of them may have gone between
+// the RMDIR that found it and this listing, and the next RMDIR succeeds.
 func (n *Node) onlyHidden(ctx context.Context, p string) bool {
 	entries, err := n.root.owner.ReadDir(ctx, p, 0)
-	if err != nil || len(entries) == 0 {
+	if err != nil {
 		return false
 	}
 	for _, e := range entries {

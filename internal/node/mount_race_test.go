@@ -100,3 +100,35 @@ func TestMountOpenUnlinkRace(t *testing.T) {
 	}
 	t.Fatalf("files unlinked while open stayed on the owner: %q", left)
 }
+
+// TestMountRmdirAfterOpenUnlink: a program makes a folder, creates a file in it, unlinks it
+// while open, writes, closes and removes the folder (stress-ng's hdd stressor). The kernel
+// sends RELEASE after close returns, so the file may still be on the owner under its hidden
+// name when rmdir reaches it: rmdir must still succeed, whenever the release lands.
+func TestMountRmdirAfterOpenUnlink(t *testing.T) {
+	m := mountShare(t)
+	buf := make([]byte, 64<<10)
+	for i := range 50 {
+		dir := filepath.Join(m.mnt, fmt.Sprintf("d%d", i))
+		if err := unix.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "f")
+		fd, err := unix.Open(p, unix.O_CREAT|unix.O_RDWR|unix.O_TRUNC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Unlink(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Write(fd, buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Close(fd); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Rmdir(dir); err != nil {
+			t.Fatalf("rmdir after %d rounds: %v; left on the owner: %s", i, err, ownerTree(filepath.Join(m.share, filepath.Base(dir))))
+		}
+	}
+}
