@@ -237,12 +237,24 @@ func (r *Root) aliasIno(ownerIno, local uint64) {
 	r.aliasMu.Unlock()
 }
 
-// dropAlias forgets the provisional number of the owner's inode ino, once the file is gone:
-// the owner may give the number to another file. Until then the alias outlives the kernel's
-// inode, so a file keeps its st_ino for its whole life in the mount.
-func (r *Root) dropAlias(ino uint64) {
+// dropAlias forgets the provisional number of file n, created here, once the file is gone
+// from the owner, which may give its inode number to another file. Only n's own: the owner
+// may have given the number to another file created here already, and that file must keep
+// its node (a lookup would otherwise make a second one, and an unlink through the name would
+// miss the open one and delete the file under it). Until then the alias outlives the
+// kernel's inode, so a file keeps its st_ino for its whole life in the mount.
+func (n *Node) dropAlias() {
+	n.createMu.Lock()
+	ino := n.ownerIno
+	n.createMu.Unlock()
+	if ino == 0 {
+		return
+	}
+	r := n.root
 	r.aliasMu.Lock()
-	delete(r.aliases, ino)
+	if r.aliases[ino] == n.StableAttr().Ino {
+		delete(r.aliases, ino)
+	}
 	r.aliasMu.Unlock()
 }
 

@@ -638,6 +638,7 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 	}
 	if hidden != "" {
 		// The last close of a file unlinked while open: now delete it on the owner.
+		h.n.dropAlias()
 		if err := h.n.root.owner.Unlink(context.WithoutCancel(ctx), hidden); err != nil {
 			h.n.root.log.Warn("could not delete an unlinked file on the owner", "path", hidden, "err", err)
 		}

@@ -228,14 +228,12 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return toErrno(err)
 	}
 	now := time.Now().UnixNano()
-	if known && before.Nlink <= 1 {
-		n.root.dropAlias(before.Ino)
-	}
 	if known && before.Nlink > 1 {
 		n.root.replica.SetLinks(before.Ino, before.Nlink-1, now) // the file's other names
 	}
 	if lastName {
 		cn.deleted()
+		cn.dropAlias()
 	}
 	n.root.replica.Remove(p)
 	n.dirChanged(0, now)
@@ -347,6 +345,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if replacedLast {
 		replacedNode.deleted()
+		replacedNode.dropAlias()
 	}
 	now := time.Now().UnixNano()
 	if wf == wire.RenameExchange {
@@ -421,6 +420,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 	}
 	cn.mu.Unlock()
 	if closed {
+		cn.dropAlias()
 		n.root.stats.roundTrips.Add(1)
 		if err := n.root.owner.Unlink(ctx, hidden); err != nil {
 			n.root.log.Warn("could not delete an unlinked file on the owner", "path", hidden, "err", err)

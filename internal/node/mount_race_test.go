@@ -5,6 +5,7 @@ package node_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -99,6 +100,100 @@ func TestMountOpenUnlinkRace(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("files unlinked while open stayed on the owner: %q", left)
+}
+
+// TestMountOpenUnlinkRaceOwnerBusy is TestMountOpenUnlinkRace with exclusive and truncating
+// opens and path setxattrs among the threads, while the owner creates and removes
+// other names on its own disk. The owner reuses inode numbers at once: before the fix, an
+// unlink forgot the provisional number of whichever file created here had the number now,
+// the next lookup gave that open file a second node, and the next unlink of its name missed
+// the open one and deleted its file on the owner (ENOENT at its close, about every other run).
+func TestMountOpenUnlinkRaceOwnerBusy(t *testing.T) {
+	m := mountShare(t)
+	const threads, iterations = 4, 4000
+	names := []string{"a", "b", "c", "d"}
+	var mu sync.Mutex
+	failures := map[string]int{}
+	var first []string
+	fail := func(op string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failures[op]++
+		if len(first) < 10 {
+			first = append(first, fmt.Sprintf("%s: %v", op, err))
+		}
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() { // the owner changes the same names on its own disk meanwhile
+		r := rand.New(rand.NewPCG(99, 9))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := filepath.Join(m.share, "o"+names[r.IntN(len(names))])
+			if r.IntN(2) == 0 {
+				os.WriteFile(p, []byte("o"), 0o644)
+			} else {
+				os.Remove(p)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	defer close(stop)
+	for w := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			for range iterations {
+				p := filepath.Join(m.mnt, names[r.IntN(len(names))])
+				switch r.IntN(4) {
+				case 0:
+					unix.Unlink(p)
+					continue
+				case 1:
+					if err := unix.Setxattr(p, "user.x", []byte("v"), 0); err != nil && err != unix.ENOENT {
+						fail("setxattr path", err)
+					}
+					continue
+				}
+				fl := unix.O_CREAT | unix.O_RDWR
+				if r.IntN(2) == 0 {
+					fl |= unix.O_EXCL
+				}
+				if r.IntN(2) == 0 {
+					fl |= unix.O_TRUNC
+				}
+				fd, err := unix.Open(p, fl, 0o644)
+				if err != nil {
+					// EEXIST: an exclusive open of a taken name; ESTALE: as above.
+					if err != unix.EEXIST && err != unix.ESTALE {
+						fail("open", err)
+					}
+					continue
+				}
+				if r.IntN(2) == 0 {
+					unix.Write(fd, []byte("x"))
+				}
+				if err := unix.Fsetxattr(fd, "user.k", []byte("v"), 0); err != nil {
+					fail(fmt.Sprintf("fsetxattr %x", fl), err)
+				}
+				if err := unix.Fsetxattr(fd, "user.k", []byte("w"), unix.XATTR_REPLACE); err != nil {
+					fail("fsetxattr replace", err)
+				}
+				if err := unix.Close(fd); err != nil {
+					fail("close", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("operations failed: %v; first: %q", failures, first)
+	}
 }
 
 // TestMountRmdirAfterOpenUnlink: a program makes a folder, creates a file in it, unlinks it
