@@ -44,12 +44,15 @@ type Node struct {
 	// wait for, and nameCond (on mu) wakes both sides. gone says the file was deleted on
 	// the owner while no descriptor had it open: an open that raced the unlink is retried
 	// by the kernel (reserveOpen).
-	pathUsers int
-	naming    bool
-	nameCond  *sync.Cond
-	gone      bool
-	last      wire.Entry // the attributes last seen, for files open for writing
-	wb        writeback.File
+	// movedFrom and movedTo: a rename through this mount moved the file on the owner, and
+	// go-fuse moves its name only once Rename has returned: until then path() answers movedTo.
+	movedFrom, movedTo string
+	pathUsers          int
+	naming             bool
+	nameCond           *sync.Cond
+	gone               bool
+	last               wire.Entry // the attributes last seen, for files open for writing
+	wb                 writeback.File
 	// flushTimer sends dirty data flushDelay after the first unsent write, for files kept
 	// open for long (editors, logs, databases); timerArmed says it is pending.
 	flushTimer *time.Timer
@@ -76,12 +79,23 @@ type Node struct {
 
 func (n *Node) path() string {
 	n.mu.Lock()
-	hidden := n.hidden
+	hidden, from, to := n.hidden, n.movedFrom, n.movedTo
 	n.mu.Unlock()
 	if hidden != "" {
 		return hidden
 	}
-	return n.Path(n.root.EmbeddedInode())
+	p := n.Path(n.root.EmbeddedInode())
+	if to != "" {
+		if p == from {
+			return to // renamed on the owner; go-fuse moves the name once Rename returns
+		}
+		n.mu.Lock()
+		if n.movedTo == to {
+			n.movedFrom, n.movedTo = "", ""
+		}
+		n.mu.Unlock()
+	}
+	return p
 }
 
 // holdPath returns the file's path on the owner and keeps it from changing through this

@@ -337,6 +337,17 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	}
 	replacedLast := replacedNode != nil && replacedNode.links(to) <= 1
+	// An open file being renamed: its operations must not reach the owner by the old name
+	// after the rename did, nor an open that raced the rename look for it there.
+	var movedNode *Node
+	if wf == 0 {
+		if movedNode = n.childNode(name); movedNode != nil && movedNode != replacedNode && !movedNode.IsDir() {
+			movedNode.beginNaming()
+			defer movedNode.endNaming()
+		} else {
+			movedNode = nil
+		}
+	}
 	moved, movedKnown := n.root.replica.Stat(from)
 	replaced, replacedKnown := n.root.replica.Stat(to)
 	n.root.stats.roundTrips.Add(1)
@@ -346,6 +357,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if replacedLast {
 		replacedNode.deleted()
 		replacedNode.dropAlias()
+	}
+	if movedNode != nil {
+		movedNode.mu.Lock()
+		movedNode.movedFrom, movedNode.movedTo = from, to
+		movedNode.mu.Unlock()
 	}
 	now := time.Now().UnixNano()
 	if wf == wire.RenameExchange {

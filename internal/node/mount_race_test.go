@@ -103,7 +103,7 @@ func TestMountOpenUnlinkRace(t *testing.T) {
 }
 
 // TestMountOpenUnlinkRaceOwnerBusy is TestMountOpenUnlinkRace with exclusive and truncating
-// opens and path setxattrs among the threads, while the owner creates and removes
+// opens, renames and path setxattrs among the threads, while the owner creates and removes
 // other names on its own disk. The owner reuses inode numbers at once: before the fix, an
 // unlink forgot the provisional number of whichever file created here had the number now,
 // the next lookup gave that open file a second node, and the next unlink of its name missed
@@ -150,11 +150,14 @@ func TestMountOpenUnlinkRaceOwnerBusy(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(w), 9))
 			for range iterations {
 				p := filepath.Join(m.mnt, names[r.IntN(len(names))])
-				switch r.IntN(4) {
+				switch r.IntN(5) {
 				case 0:
 					unix.Unlink(p)
 					continue
 				case 1:
+					unix.Rename(p, filepath.Join(m.mnt, names[r.IntN(len(names))]))
+					continue
+				case 2:
 					if err := unix.Setxattr(p, "user.x", []byte("v"), 0); err != nil && err != unix.ENOENT {
 						fail("setxattr path", err)
 					}
@@ -183,6 +186,71 @@ func TestMountOpenUnlinkRaceOwnerBusy(t *testing.T) {
 				}
 				if err := unix.Fsetxattr(fd, "user.k", []byte("w"), unix.XATTR_REPLACE); err != nil {
 					fail("fsetxattr replace", err)
+				}
+				if err := unix.Close(fd); err != nil {
+					fail("close", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("operations failed: %v; first: %q", failures, first)
+	}
+}
+
+// TestMountOpenRenameRace: threads rename two names back and forth while others open them,
+// write, fsync, set an xattr and close. An open file renamed by another thread stays
+// reachable through its descriptor, and an open that raced the rename finds the file (before
+// the fix, the owner was asked for it by its old name: ENOENT from open, fsync or close).
+func TestMountOpenRenameRace(t *testing.T) {
+	m := mountShare(t)
+	const threads, iterations = 4, 2000
+	names := []string{"a", "b"}
+	for _, name := range names {
+		if err := os.WriteFile(filepath.Join(m.mnt, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	failures := map[string]int{}
+	var first []string
+	fail := func(op string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failures[op]++
+		if len(first) < 10 {
+			first = append(first, fmt.Sprintf("%s: %v", op, err))
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 11))
+			for range iterations {
+				p := filepath.Join(m.mnt, names[r.IntN(len(names))])
+				if w == 0 {
+					unix.Rename(p, filepath.Join(m.mnt, names[r.IntN(len(names))]))
+					continue
+				}
+				fd, err := unix.Open(p, unix.O_CREAT|unix.O_RDWR, 0o644)
+				if err == unix.ESTALE {
+					continue // as in TestMountOpenUnlinkRace
+				}
+				if err != nil {
+					fail("open", err)
+					continue
+				}
+				if _, err := unix.Pwrite(fd, []byte("x"), int64(r.IntN(64))); err != nil {
+					fail("write", err)
+				}
+				if err := unix.Fsync(fd); err != nil {
+					fail("fsync", err)
+				}
+				if err := unix.Fsetxattr(fd, "user.k", []byte("v"), 0); err != nil {
+					fail("fsetxattr", err)
 				}
 				if err := unix.Close(fd); err != nil {
 					fail("close", err)
