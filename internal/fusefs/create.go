@@ -21,7 +21,8 @@ package fusefs
 // The CREATE carries the open's flags, so it does what the open would have done had it reached
 // the owner then. An error the owner gives (an exclusive open's name was taken there
 // meanwhile: EEXIST; the share turned read-only: EROFS) comes back at that close, fsync or
-// write, never lost; the name goes from the mount and nothing of the file is sent. So that
+// write, never lost (an xattr call answers ESTALE for EEXIST: xattrCreateErrno); the name
+// goes from the mount and nothing of the file is sent. So that
 // the common refusals come at open, as on a local disk, only directories where the owner
 // accepted a CREATE or MKDIR from this mount before are trusted this way (createsOK): the
 // first create in a read-only share, or in a directory the owner may not write, goes to the

@@ -500,7 +500,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return syscall.EOPNOTSUPP
 	}
 	if errno := n.ensureCreated(ctx); errno != 0 {
-		return errno
+		return xattrCreateErrno(errno)
 	}
 	p, done := n.holdPath()
 	defer done()
@@ -508,12 +508,25 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	return toErrno(n.root.owner.SetXattr(ctx, p, attr, data, flags))
 }
 
+// xattrCreateErrno is the answer of an xattr call on a file created here whose creation on
+// the owner failed. EEXIST says an exclusive open's name was taken on the owner before the
+// file reached it (create.go): the file the descriptor names exists nowhere. From setxattr
+// it would read as XATTR_CREATE's answer, "the attribute exists", even without that flag;
+// ESTALE says the file is gone, as NFS does, and makes the kernel walk a path given to
+// setxattr(2) again, to the file that holds the name now.
+func xattrCreateErrno(errno syscall.Errno) syscall.Errno {
+	if errno == syscall.EEXIST {
+		return syscall.ESTALE
+	}
+	return errno
+}
+
 var _ = (fs.NodeRemovexattrer)((*Node)(nil))
 
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	n.root.stats.xattr.Add(0)
 	if errno := n.ensureCreated(ctx); errno != 0 {
-		return errno
+		return xattrCreateErrno(errno)
 	}
 	p, done := n.holdPath()
 	defer done()

@@ -295,3 +295,39 @@ func TestMountRmdirAfterOpenUnlink(t *testing.T) {
 		}
 	}
 }
+
+// TestMountXattrOfCreateRefused: a file created through the mount with O_EXCL reaches the
+// owner only when first sent; if the owner's disk got the name meanwhile, the creation is
+// refused with EEXIST and the file exists nowhere. A setxattr or removexattr on its
+// descriptor must not answer EEXIST, which from setxattr reads as "the attribute exists"
+// even without XATTR_CREATE (seen in a stress run); it answers ESTALE, as NFS does for a file
+// that is gone.
+func TestMountXattrOfCreateRefused(t *testing.T) {
+	m := mountShare(t)
+	// The owner accepted a create here once: later ones in this folder stay local until sent.
+	if err := os.WriteFile(filepath.Join(m.mnt, "first"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{"setxattr", "removexattr"} {
+		p := filepath.Join(m.mnt, op)
+		fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(m.share, op), []byte("the owner's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if op == "setxattr" {
+			err = unix.Fsetxattr(fd, "user.k", []byte("v"), 0)
+		} else {
+			err = unix.Fremovexattr(fd, "user.k")
+		}
+		if err != unix.ESTALE {
+			t.Errorf("%s on a file whose creation the owner refused: %v, want ESTALE", op, err)
+		}
+		unix.Close(fd) // EEXIST: the creation's error, reported at close (create.go)
+		if b, _ := os.ReadFile(filepath.Join(m.share, op)); string(b) != "the owner's" {
+			t.Errorf("the owner's file changed: %q", b)
+		}
+	}
+}
