@@ -231,9 +231,12 @@ func TestCancelStopsPush(t *testing.T) {
 	stopped := make(chan error, 1)
 	h := handlerFunc(func(r *Request) {
 		out, _ := r.Push(nil, wire.MinWindow)
+		// Whole chunks, as pulls send them: a stream of small chunks is held to the memory of
+		// its window in whole chunks (dataLimitFor), and a run of 1 KiB chunks could pass that
+		// before the CANCEL arrives and have the link closed instead.
 		for i := 0; ; i++ {
-			buf := GetBuffer(wire.DataHeaderLen + 1024)
-			if err := out.Send(buf, uint64(i*1024)); err != nil {
+			buf := GetBuffer(wire.DataHeaderLen + wire.MaxChunk)
+			if err := out.Send(buf, uint64(i*wire.MaxChunk)); err != nil {
 				stopped <- err
 				return
 			}
