@@ -250,6 +250,11 @@ func (w *watcher) walk(path string, report bool) {
 		w.dirs[path] = d
 		parent.kids[baseName(path)] = d
 		w.place(path, d, entries)
+		// List again now that the watch exists: an entry made between the first listing
+		// (which sized the watch) and the watch would be in neither, and a directory made
+		// there would never be watched (TestTreeFollowsChurn under fsnotifytest, one run in
+		// a few before).
+		entries, _ = w.list(path)
 	}
 	d.gen = w.gen
 	w.scan(path, entries, report)
