@@ -52,6 +52,9 @@ type Peer struct {
 	Name string            `json:"name"`
 	ID   identity.DeviceID `json:"device_id"`
 	Addr string            `json:"addr,omitempty"` // HOST:PORT to dial; empty: wait for it to dial us
+	// Secret is shared with the peer alone, agreed when the two paired (peerfs pair); it keys
+	// what the two announce on a LAN. Empty for a peer added by device ID.
+	Secret []byte `json:"secret,omitempty"`
 }
 
 // Share is a folder this device exports.

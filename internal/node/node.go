@@ -275,9 +275,7 @@ func (n *Node) apply(cfg *config.File) {
 }
 
 func (n *Node) startDialLocked(p *peer) {
-	if p.addr() != "" {
-		p.startDial(n.runCtx)
-	}
+	p.startDial(n.runCtx)
 }
 
 // shareFor returns share name if it is exported to the peer with this ID, opening it on first

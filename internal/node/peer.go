@@ -10,6 +10,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
+	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/transport"
 )
@@ -31,6 +32,7 @@ type peer struct {
 	kick      chan struct{} // capacity 1: dial now
 	dialStop  context.CancelFunc
 	dialDone  chan struct{}
+	lan       []lanAddr // where LAN discovery found the peer (candidates.go)
 	transfers map[string]*api.TransferStatus
 	links     int // links negotiating or live, at most maxLinksPerPeer (attach)
 	uses      map[*rpc.Session]*linkUse
@@ -234,6 +236,11 @@ func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, e
 		p.mu.Lock()
 		sess, changed, attempted, name, addr := p.sess, p.changed, p.attempted, p.cfg.Name, p.cfg.Addr
 		p.mu.Unlock()
+		if addr == "" {
+			if c := p.directCandidates(time.Now()); len(c) > 0 {
+				addr = c[0].addr
+			}
+		}
 		if sess != nil && sess.Err() == nil {
 			return sess, nil
 		}
@@ -268,7 +275,7 @@ func unreachable(name, addr string, lastErr error) error {
 	switch {
 	case refusal(lastErr):
 		return api.Errorf(api.CodeUntrusted, "cannot link to peer %s: %v", name, lastErr)
-	case addr == "" && lastErr == nil:
+	case addr == "" && (lastErr == nil || errors.Is(lastErr, errNoCandidate)):
 		return api.Errorf(api.CodePeerUnreachable,
 			"peer %s is not connected and has no address: set one with \"peerfs peer set %s --addr HOST:PORT\" or start its daemon so it dials us", name, name)
 	case lastErr != nil:
@@ -318,13 +325,15 @@ func (p *peer) stop() {
 	}
 }
 
-// dialLoop keeps a link up: while connected it waits for the link to end; otherwise it dials,
-// backing off exponentially (with jitter) after failures. A kick dials at once.
+// dialLoop keeps a link up: while connected it waits for the link to end; otherwise it dials
+// the peer's candidates in turn, backing off exponentially (with jitter) after a round in
+// which all failed. A kick (a caller waiting, a newly discovered address) dials at once. A
+// peer with no candidate yet waits for one: it may dial us, or be discovered.
 func (p *peer) dialLoop(ctx context.Context) {
 	backoff := backoffMin
 	for {
 		p.mu.Lock()
-		sess, changed, cfg := p.sess, p.changed, p.cfg
+		sess, changed, name, id := p.sess, p.changed, p.cfg.Name, p.cfg.ID
 		p.mu.Unlock()
 		if sess != nil && sess.Err() == nil {
 			select {
@@ -334,20 +343,27 @@ func (p *peer) dialLoop(ctx context.Context) {
 				continue
 			}
 		}
-		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		conn, err := transport.Dial(dctx, cfg.Addr, p.n.tcfg, cfg.ID)
-		cancel()
-		if err == nil {
-			if err = p.n.attach(conn); err == nil {
-				backoff = backoffMin
-				continue
+		cands := p.directCandidates(time.Now())
+		if len(cands) == 0 {
+			p.setError(errNoCandidate)
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.kick:
+			case <-changed:
 			}
+			continue
+		}
+		err := p.dialCandidates(ctx, id, cands)
+		if err == nil {
+			backoff = backoffMin
+			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		p.setError(fmt.Errorf("%s: %w", cfg.Addr, err))
-		p.n.log.Debug("dial failed", "peer", cfg.Name, "addr", cfg.Addr, "err", err, "retry_in", backoff)
+		p.setError(err)
+		p.n.log.Debug("dial failed", "peer", name, "err", err, "retry_in", backoff)
 		t := time.NewTimer(jitter(backoff))
 		select {
 		case <-ctx.Done():
@@ -361,4 +377,27 @@ func (p *peer) dialLoop(ctx context.Context) {
 		}
 		backoff = min(backoff*2, backoffMax)
 	}
+}
+
+// errNoCandidate: the peer has no address we know of; it can still dial us.
+var errNoCandidate = errors.New("no address known for it")
+
+// dialCandidates dials each candidate in turn until one links; the error names each failure.
+func (p *peer) dialCandidates(ctx context.Context, id identity.DeviceID, cands []candidate) error {
+	var errs []error
+	for _, c := range cands {
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		conn, err := transport.Dial(dctx, c.addr, p.n.tcfg, id)
+		cancel()
+		if err == nil {
+			if err = p.n.attach(conn); err == nil {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.addr, err))
+	}
+	return errors.Join(errs...)
 }
