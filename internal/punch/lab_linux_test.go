@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,9 +67,11 @@ type round struct {
 }
 
 // runPeer: args are the role (open or answer), the relay URL, this device's identity
-// directory, the peer's device ID, the punch deadline and the number of rounds. Each round
-// listens on a new port, joins the relay from it, exchanges candidates through the relay,
-// punches, and runs the devices' TLS on what it got.
+// directory, the peer's device ID, the punch deadline, the number of rounds, and optionally
+// "hold". Each round listens on a new port, joins the relay from it, exchanges candidates
+// through the relay, punches, runs the devices' TLS on what it got and reports the round as
+// a JSON line. With "hold" (one round) it then keeps the punched link and the relayed
+// stream open and reports their health (holdLinks).
 func runPeer(ctx context.Context, args []string) error {
 	opener := args[0] == "open"
 	u, err := relay.ParseURL(args[1])
@@ -88,19 +91,62 @@ func runPeer(ctx context.Context, args []string) error {
 		return err
 	}
 	rounds, _ := strconv.Atoi(args[5])
+	hold := len(args) > 6 && args[6] == "hold"
 	cfg := &transport.Config{Identity: self, Trusted: func() []identity.DeviceID { return []identity.DeviceID{peer} }}
 	enc := json.NewEncoder(os.Stdout)
 	for i := range rounds {
 		r := round{Round: i}
-		if err := punchRound(ctx, &r, opener, u, self.ID, peer, cfg, deadline); err != nil {
+		reported := false
+		report := func() {
+			enc.Encode(r)
+			reported = true
+		}
+		if err := punchRound(ctx, &r, opener, u, self.ID, peer, cfg, deadline, hold, report); err != nil {
 			r.Err = err.Error()
 		}
-		enc.Encode(r)
+		if !reported {
+			report()
+		}
 	}
 	return nil
 }
 
-func punchRound(ctx context.Context, r *round, opener bool, u relay.URL, self, peer identity.DeviceID, cfg *transport.Config, deadline time.Duration) error {
+// holdLinks sends a byte every 50 ms each way on the punched link and on the relayed stream,
+// and prints every 100 ms "status D R": the milliseconds since a byte last came on each.
+func holdLinks(ctx context.Context, direct, relayed net.Conn) error {
+	var last [2]atomic.Int64
+	for i, c := range []net.Conn{direct, relayed} {
+		last[i].Store(time.Now().UnixNano())
+		go func() {
+			for ctx.Err() == nil {
+				c.Write([]byte{0})
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		go func() {
+			b := make([]byte, 64)
+			for {
+				if _, err := c.Read(b); err != nil {
+					return
+				}
+				last[i].Store(time.Now().UnixNano())
+			}
+		}()
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			now := time.Now().UnixNano()
+			fmt.Println("status", (now-last[0].Load())/1e6, (now-last[1].Load())/1e6)
+		}
+	}
+}
+
+func punchRound(ctx context.Context, r *round, opener bool, u relay.URL, self, peer identity.DeviceID, cfg *transport.Config, deadline time.Duration, hold bool, report func()) error {
 	ln, err := punch.Listen(ctx, ":0")
 	if err != nil {
 		return err
@@ -155,56 +201,85 @@ func punchRound(ctx context.Context, r *round, opener bool, u relay.URL, self, p
 	if _, err := io.ReadFull(tc, make([]byte, 1)); err != nil {
 		return err
 	}
+	if hold {
+		report()
+		return holdLinks(ctx, tc, sess)
+	}
 	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// twoPeers builds a relay on the internet and two hosts behind routers of the given kinds,
-// starts a peer in each, and returns each one's rounds.
-func twoPeers(t *testing.T, natA, natB netlab.NAT, deadline time.Duration, rounds int) (a, b []round, ids [2]identity.DeviceID, routers [2]*netlab.Router) {
-	lab := netlab.New(t)
-	relayHost := lab.Public("relay")
-	ra := lab.Router("routerA", netlab.RouterOptions{NAT: natA})
-	rb := lab.Router("routerB", netlab.RouterOptions{NAT: natB})
-	ha, hb := ra.AddHost("a"), rb.AddHost("b")
+// punchLab is a relay on the internet and two hosts behind routers, with identities for
+// two devices that trust each other.
+type punchLab struct {
+	lab     *netlab.Lab
+	relay   *netlab.Proc
+	routers [2]*netlab.Router
+	hosts   [2]*netlab.Host
+	url     string
+	dirs    [2]string
+	ids     [2]identity.DeviceID
+}
 
-	url := relayHost.Start("relay", netip.AddrPortFrom(relayHost.Addr, 443).String()).Line(10 * time.Second)
-	var dirs [2]string
-	for i := range dirs {
+func newPunchLab(t *testing.T, natA, natB netlab.NAT) *punchLab {
+	lab := netlab.New(t)
+	pl := &punchLab{lab: lab}
+	relayHost := lab.Public("relay")
+	pl.routers[0] = lab.Router("routerA", netlab.RouterOptions{NAT: natA})
+	pl.routers[1] = lab.Router("routerB", netlab.RouterOptions{NAT: natB})
+	pl.hosts[0], pl.hosts[1] = pl.routers[0].AddHost("a"), pl.routers[1].AddHost("b")
+	pl.relay = relayHost.Start("relay", netip.AddrPortFrom(relayHost.Addr, 443).String())
+	pl.url = pl.relay.Line(10 * time.Second)
+	for i := range pl.dirs {
 		id, err := identity.Generate()
 		if err != nil {
 			t.Fatal(err)
 		}
-		dirs[i] = filepath.Join(t.TempDir(), "id")
-		if err := id.Save(dirs[i]); err != nil {
+		pl.dirs[i] = filepath.Join(t.TempDir(), "id")
+		if err := id.Save(pl.dirs[i]); err != nil {
 			t.Fatal(err)
 		}
-		ids[i] = id.ID
-	}
-	n := strconv.Itoa(rounds)
-	pa := ha.Start("peer", "open", url, dirs[0], ids[1].String(), deadline.String(), n)
-	pb := hb.Start("peer", "answer", url, dirs[1], ids[0].String(), deadline.String(), n)
-	read := func(p *netlab.Proc) []round {
-		var rs []round
-		for range rounds {
-			var r round
-			line := p.Line(deadline + 30*time.Second)
-			if err := json.Unmarshal([]byte(line), &r); err != nil {
-				t.Fatalf("peer wrote %q: %v", line, err)
-			}
-			rs = append(rs, r)
-		}
-		return rs
+		pl.ids[i] = id.ID
 	}
 	t.Cleanup(func() {
 		// Before the lab's own cleanup (registered earlier) deletes the routers.
 		if t.Failed() {
-			t.Logf("router A's conntrack:\n%s\nrouter B's:\n%s", ra.Conntrack(), rb.Conntrack())
+			t.Logf("router A's conntrack:\n%s\nrouter B's:\n%s", pl.routers[0].Conntrack(), pl.routers[1].Conntrack())
 		}
 	})
-	a, b = read(pa), read(pb)
-	return a, b, ids, [2]*netlab.Router{ra, rb}
+	return pl
+}
+
+// start runs the two peers (A opens) with the rest of runPeer's arguments.
+func (pl *punchLab) start(deadline time.Duration, rounds int, extra ...string) [2]*netlab.Proc {
+	n := strconv.Itoa(rounds)
+	return [2]*netlab.Proc{
+		pl.hosts[0].Start("peer", append([]string{"open", pl.url, pl.dirs[0], pl.ids[1].String(), deadline.String(), n}, extra...)...),
+		pl.hosts[1].Start("peer", append([]string{"answer", pl.url, pl.dirs[1], pl.ids[0].String(), deadline.String(), n}, extra...)...),
+	}
+}
+
+func readRounds(t *testing.T, p *netlab.Proc, rounds int, deadline time.Duration) []round {
+	t.Helper()
+	var rs []round
+	for range rounds {
+		var r round
+		line := p.Line(deadline + 30*time.Second)
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("peer wrote %q: %v", line, err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// twoPeers runs rounds of punching between hosts behind routers of the given kinds and
+// returns each side's rounds.
+func twoPeers(t *testing.T, natA, natB netlab.NAT, deadline time.Duration, rounds int) (a, b []round, ids [2]identity.DeviceID, routers [2]*netlab.Router) {
+	pl := newPunchLab(t, natA, natB)
+	p := pl.start(deadline, rounds)
+	return readRounds(t, p[0], rounds, deadline), readRounds(t, p[1], rounds, deadline), pl.ids, pl.routers
 }
 
 // TestPunchHomeNATs: two hosts behind two home routers (port-preserving masquerade, nothing
@@ -256,5 +331,70 @@ func TestPunchSymmetricNAT(t *testing.T) {
 			t.Errorf("%s: %s, want %q", name, r.Err, punch.ErrNoPath)
 		}
 		t.Logf("%s: %s", name, r.Err)
+	}
+}
+
+// health is one "status" line of holdLinks: how long since each link last delivered.
+type health struct{ direct, relayed time.Duration }
+
+// waitHealth reads p's status lines until ok holds for one, or fails the test after timeout.
+func waitHealth(t *testing.T, p *netlab.Proc, what string, timeout time.Duration, ok func(health) bool) health {
+	t.Helper()
+	var h health
+	for end := time.Now().Add(timeout); time.Now().Before(end); {
+		var d, r int64
+		line := p.Line(5 * time.Second)
+		if _, err := fmt.Sscanf(line, "status %d %d", &d, &r); err != nil {
+			t.Fatalf("peer: %q", line)
+		}
+		h = health{time.Duration(d) * time.Millisecond, time.Duration(r) * time.Millisecond}
+		if ok(h) {
+			return h
+		}
+	}
+	t.Fatalf("%s: not within %v (last: direct silent %v, relayed silent %v)", what, timeout, h.direct, h.relayed)
+	return h
+}
+
+// TestPunchedPathCutAndRelayGone: after a punch the devices hold the direct link and the
+// relayed stream. Cutting the path between the two routers silences the direct link while
+// the relayed stream goes on (what a fallback to the relay rests on); restoring it revives
+// the same connection; stopping the relay leaves the direct link untouched.
+func TestPunchedPathCutAndRelayGone(t *testing.T) {
+	pl := newPunchLab(t, netlab.HomeNAT, netlab.HomeNAT)
+	p := pl.start(10*time.Second, 1, "hold")
+	for i, rs := range [][]round{readRounds(t, p[0], 1, 10*time.Second), readRounds(t, p[1], 1, 10*time.Second)} {
+		if rs[0].Err != "" {
+			t.Fatalf("peer %d: punch failed: %s", i, rs[0].Err)
+		}
+	}
+	alive := func(d time.Duration) bool { return d < 400*time.Millisecond }
+	dead := func(d time.Duration) bool { return d > 1500*time.Millisecond }
+	for _, q := range p {
+		waitHealth(t, q, "both links alive", 5*time.Second, func(h health) bool { return alive(h.direct) && alive(h.relayed) })
+	}
+
+	cut := time.Now()
+	restore := pl.lab.Cut(pl.routers[0].Addr, pl.routers[1].Addr)
+	for _, q := range p {
+		waitHealth(t, q, "the direct link silent and the relayed one alive after the cut", 10*time.Second,
+			func(h health) bool { return dead(h.direct) && alive(h.relayed) })
+	}
+	restore()
+	restored := time.Now()
+	t.Logf("path cut for %v", restored.Sub(cut).Round(time.Millisecond))
+	for i, q := range p {
+		// TCP retransmits on its backoff: the next retransmission after the restore gets
+		// through.
+		waitHealth(t, q, "the direct link alive again after the restore", 20*time.Second, func(h health) bool { return alive(h.direct) })
+		t.Logf("peer %d: direct link delivering again %v after the restore", i, time.Since(restored).Round(time.Millisecond))
+	}
+
+	pl.relay.Stop()
+	for _, q := range p {
+		h := waitHealth(t, q, "the relayed stream silent once the relay stopped", 10*time.Second, func(h health) bool { return dead(h.relayed) })
+		if !alive(h.direct) {
+			t.Errorf("the direct link went silent (%v) when the relay stopped", h.direct)
+		}
 	}
 }
