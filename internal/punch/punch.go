@@ -98,6 +98,10 @@ type Listener struct {
 	}
 }
 
+// A Listener replaces the node's plain TCP listener (transport.Listen): the port a device
+// accepts links on is the one it punches from.
+var _ net.Listener = (*Listener)(nil)
+
 // Listen listens on address ("host:port"; port 0 picks one) so that punches can connect
 // from the same port.
 func Listen(ctx context.Context, address string) (*Listener, error) {
