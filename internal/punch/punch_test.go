@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/loopback"
 )
 
 func listen(t *testing.T) *Listener {
@@ -284,4 +285,30 @@ func TestPeerCameFirst(t *testing.T) {
 	}
 	sameConn(t, res.Conn, cb)
 	res.Conn.Close()
+}
+
+// TestRendezvousOutOfOrder: a START before the candidates, or of another attempt, ends the
+// rendezvous with ErrBadMsg; nothing is punched.
+func TestRendezvousOutOfOrder(t *testing.T) {
+	for name, peerSends := range map[string][]Message{
+		"start first":   {{Type: MsgStart, Attempt: 1}},
+		"other attempt": {{Type: MsgCandidates, Attempt: 2}, {Type: MsgStart, Attempt: 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// Real sockets: both sides write before they read, which net.Pipe cannot buffer.
+			ca, cb := loopback.Pair(t)
+			go func() {
+				for _, m := range peerSends {
+					WriteMessage(cb, &m)
+				}
+				io.Copy(io.Discard, cb)
+			}()
+			opener := name == "other attempt"
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, _, err := Rendezvous(ctx, ca, opener, 1, nil); !errors.Is(err, ErrBadMsg) {
+				t.Errorf("got %v, want ErrBadMsg", err)
+			}
+		})
+	}
 }

@@ -10,7 +10,8 @@ import (
 
 // reusePort lets a listening socket and connecting sockets share one port: SO_REUSEADDR, and
 // SO_REUSEPORT, without which Linux refuses to bind a second socket to a port a listener
-// holds.
+// holds. On Linux a socket joins another's SO_REUSEPORT group only under the same user, so
+// no other user's process can listen on the port and take connections from it.
 func reusePort(network, address string, c syscall.RawConn) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
