@@ -222,13 +222,20 @@ type punchLab struct {
 	ids     [2]identity.DeviceID
 }
 
+// newPunchLab: a NAT of 0 puts that host on the internet with no router.
 func newPunchLab(t *testing.T, natA, natB netlab.NAT) *punchLab {
 	lab := netlab.New(t)
 	pl := &punchLab{lab: lab}
 	relayHost := lab.Public("relay")
-	pl.routers[0] = lab.Router("routerA", netlab.RouterOptions{NAT: natA})
-	pl.routers[1] = lab.Router("routerB", netlab.RouterOptions{NAT: natB})
-	pl.hosts[0], pl.hosts[1] = pl.routers[0].AddHost("a"), pl.routers[1].AddHost("b")
+	for i, nat := range []netlab.NAT{natA, natB} {
+		name := string(rune('a' + i))
+		if nat == 0 {
+			pl.hosts[i] = lab.Public(name) // a public address, no router
+			continue
+		}
+		pl.routers[i] = lab.Router("router"+strings.ToUpper(name), netlab.RouterOptions{NAT: nat})
+		pl.hosts[i] = pl.routers[i].AddHost(name)
+	}
 	pl.relay = relayHost.Start("relay", netip.AddrPortFrom(relayHost.Addr, 443).String())
 	pl.url = pl.relay.Line(10 * time.Second)
 	for i := range pl.dirs {
@@ -244,8 +251,13 @@ func newPunchLab(t *testing.T, natA, natB netlab.NAT) *punchLab {
 	}
 	t.Cleanup(func() {
 		// Before the lab's own cleanup (registered earlier) deletes the routers.
-		if t.Failed() {
-			t.Logf("router A's conntrack:\n%s\nrouter B's:\n%s", pl.routers[0].Conntrack(), pl.routers[1].Conntrack())
+		if !t.Failed() {
+			return
+		}
+		for _, r := range pl.routers {
+			if r != nil {
+				t.Logf("%s's conntrack:\n%s", r.Name, r.Conntrack())
+			}
 		}
 	})
 	return pl
@@ -314,6 +326,26 @@ func TestPunchHomeNATs(t *testing.T) {
 		slices.Sort(times)
 		t.Logf("time to punch from START sent to both connected: median %.2f ms (%.2f-%.2f), %d rounds",
 			times[len(times)/2], times[0], times[len(times)-1], len(times))
+	}
+}
+
+// TestPunchPublicAndHome: one device has a public address, the other is behind a home
+// router. The public one's SYNs are dropped by the router until the other's SYN opens it;
+// the other's SYN reaches the public device's socket, connecting or accepted: either way one
+// connection, and the TLS on it works.
+func TestPunchPublicAndHome(t *testing.T) {
+	const rounds = 3
+	a, b, ids, _ := twoPeers(t, 0, netlab.HomeNAT, 10*time.Second, rounds)
+	for i := range rounds {
+		if a[i].Err != "" || b[i].Err != "" {
+			t.Errorf("round %d: A (public): %s; B (home NAT): %s", i, a[i].Err, b[i].Err)
+			continue
+		}
+		if a[i].TLSPeer != ids[1].String() || b[i].TLSPeer != ids[0].String() {
+			t.Errorf("round %d: TLS proved %s and %s", i, a[i].TLSPeer, b[i].TLSPeer)
+		}
+		t.Logf("round %d: A (public) %.2f ms, %d connects, accepted %v; B %.2f ms, %d connects, accepted %v",
+			i, a[i].PunchMs, a[i].Attempts, a[i].Accepted, b[i].PunchMs, b[i].Attempts, b[i].Accepted)
 	}
 }
 
