@@ -10,6 +10,7 @@ BENCHBIN := bin/peerfs-bench
 FUZZ_FRAME_EXECS  ?= 800000x
 FUZZ_PATH_EXECS   ?= 200000x
 FUZZ_SERVER_EXECS ?= 150000x
+FUZZ_PUNCH_EXECS  ?= 200000x
 
 # What "peerfs version" prints, set at link time (override: make build VERSION=v1.2.3).
 VERSION    := $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -44,7 +45,8 @@ deps:
 # The whole suite: vet, the race detector on short sizes (one package at a time: the mount
 # and watch tests are timing-sensitive under load), the full-size two-node tests
 # (1 GiB pull, 10,000-file tree, interrupted pulls), and bounded fuzzing of the frame decoder,
-# of share path resolution and of the request server (frames over a session to a real share);
+# of share path resolution, of the request server (frames over a session to a real share) and
+# of the punch messages;
 # first, the build and vet of every platform peerfs ships for, and the Windows build run under
 # Wine against the Linux one (scripts/wine-test.sh).
 test: deps build
@@ -66,6 +68,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzFrame -fuzztime=$(FUZZ_FRAME_EXECS) ./internal/wire/
 	$(GO) test -run='^$$' -fuzz=FuzzSharePath -fuzztime=$(FUZZ_PATH_EXECS) ./internal/share/
 	$(GO) test -run='^$$' -fuzz=FuzzServer -fuzztime=$(FUZZ_SERVER_EXECS) ./internal/share/
+	$(GO) test -run='^$$' -fuzz=FuzzMessage -fuzztime=$(FUZZ_PUNCH_EXECS) ./internal/punch/
 
 # The benchmark suites of peerfs-bench (BENCHMARKS.md says what each measures), in the order
 # BENCHMARKS.md shows them.

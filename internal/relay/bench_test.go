@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/netlab"
 	"github.com/peerfs/peerfs/internal/transport"
 )
 
@@ -20,6 +21,7 @@ import (
 const benchChildEnv = "PEERFS_RELAY_BENCH_CHILD"
 
 func TestMain(m *testing.M) {
+	netlab.Main() // a lab process (lab_linux_test.go) runs its function and exits here
 	if os.Getenv(benchChildEnv) != "" {
 		os.Exit(benchChild())
 	}

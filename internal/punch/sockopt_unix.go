@@ -1,0 +1,27 @@
+//go:build unix
+
+package punch
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// reusePort lets a listening socket and connecting sockets share one port: SO_REUSEADDR, and
+// SO_REUSEPORT, without which Linux refuses to bind a second socket to a port a listener
+// holds. On Linux a socket joins another's SO_REUSEPORT group only under the same user, so
+// no other user's process can listen on the port and take connections from it.
+func reusePort(network, address string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+		if serr == nil {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
