@@ -96,6 +96,8 @@ type Node struct {
 	mounts mounts
 
 	metrics metricsState // metrics.go
+
+	pairing pairState // pair.go
 }
 
 // openShare is an exported share opened for serving.
@@ -137,7 +139,7 @@ func New(opts Options) (*Node, error) {
 	if n.mounts.cacheDir == "" {
 		n.mounts.cacheDir = filepath.Join(opts.Paths.Cache, "chunks")
 	}
-	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted}
+	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted, Unproven: n.pairUnproven}
 	if !opts.Standalone {
 		n.ln, err = transport.Listen(opts.Listen)
 		if err != nil {
