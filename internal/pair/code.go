@@ -119,14 +119,15 @@ func (c Code) password() []byte { return []byte("peerfs pair code v1\x00" + c.St
 // and what LAN discovery announces and asks for. It is derived from the nameplate alone, so
 // that an observer who sees it can test no guess of the words offline:
 //
-//	tag = "pair-" + hex(first 12 bytes of SHA-256("peerfs pair tag v1" || 0x00 || nameplate as 2 bytes big-endian))
+//	tag = "pair" + hex(first 12 bytes of SHA-256("peerfs pair tag v1" || 0x00 || nameplate as 2 bytes big-endian))
 //
-// It has another length than a hello tag (32 characters), so the two never collide.
+// It has another length than a hello tag (32 characters), so the two never collide, and
+// holds only lower-case letters and digits, as discovery tags must.
 func (c Code) Tag() string {
 	h := sha256.New()
 	h.Write([]byte("peerfs pair tag v1\x00"))
 	var n [2]byte
 	binary.BigEndian.PutUint16(n[:], uint16(c.Nameplate))
 	h.Write(n[:])
-	return "pair-" + hex.EncodeToString(h.Sum(nil)[:12])
+	return "pair" + hex.EncodeToString(h.Sum(nil)[:12])
 }
