@@ -35,10 +35,12 @@ same code, over the link between them, then each trusts the other by device ID u
 name the other chose (or --name), remembers where to reach it and connects.
 
 A code works once: a wrong code ends the pairing on both devices; start again with a new
-one. The daemon must be running on both devices. Until LAN discovery finds the other
-device, give its peer address with --addr (the "listen" of "peerfs status" there).`,
+one. The daemon must be running on both devices. The device that types the code finds
+the other on the local network by the code's number (LAN discovery); elsewhere, or with
+discovery off, give its peer address with --addr (the "listen" of "peerfs status" there).`,
 		Example: `  peerfs pair
-  peerfs pair 42-apple-brave-cloud --name desktop --addr desktop.lan:7462`,
+  peerfs pair 42-apple-brave-cloud --name desktop
+  peerfs pair 42-apple-brave-cloud --addr desktop.example.net:7462`,
 		Args: argsRange(0, 1),
 		RunE: runE(g, func(ctx context.Context, args []string) error {
 			return runPair(ctx, opts, g, args, g.Stdout)

@@ -135,6 +135,16 @@ func (n *Node) pairShow(ctx context.Context, name string, timeout time.Duration,
 	n.pairing.window = w
 	n.pairing.mu.Unlock()
 	n.log.Info("pairing: showing a code", "nameplate", code.Nameplate, "expires", w.expires.Format(time.RFC3339))
+	// The rendezvous: announce the code's tag on the LAN, so that the other device finds
+	// this one by the code alone. The tag says nothing about the words (pair.Code.Tag).
+	if d := n.Discovery(); d != nil {
+		withdraw, err := d.AnnounceTag(w.tag)
+		if err != nil {
+			n.log.Warn("pairing: cannot announce the code on the LAN; the other device needs --addr", "err", err)
+		} else {
+			defer withdraw()
+		}
+	}
 	emit(api.Event{Type: "start", Code: code.String(), ExpiresSeconds: int(timeout / time.Second)})
 
 	t := time.NewTimer(timeout)
@@ -191,12 +201,10 @@ func (n *Node) acceptPairing(ctx context.Context, conn *transport.Conn) {
 
 // pairJoin completes the pairing another device shows code for.
 func (n *Node) pairJoin(ctx context.Context, code pair.Code, p api.PairParams, timeout time.Duration) (*api.PairResult, error) {
-	if p.Addr == "" {
-		return nil, api.Errorf(api.CodeInvalid, "no address for the device showing code %s: LAN discovery does not find it yet; "+
-			"give its peer address with --addr HOST:PORT (\"peerfs status\" there shows it as listen)", code)
-	}
-	if err := config.CheckAddr(p.Addr); err != nil {
-		return nil, api.Errorf(api.CodeInvalid, "--addr %q: %v", p.Addr, err)
+	if p.Addr != "" {
+		if err := config.CheckAddr(p.Addr); err != nil {
+			return nil, api.Errorf(api.CodeInvalid, "--addr %q: %v", p.Addr, err)
+		}
 	}
 	if err := n.pairBegin(); err != nil {
 		return nil, err
@@ -204,20 +212,65 @@ func (n *Node) pairJoin(ctx context.Context, code pair.Code, p api.PairParams, t
 	defer n.pairEnd()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := transport.DialProvisional(ctx, p.Addr, n.tcfg, code.Tag())
+	addrs := []string{p.Addr}
+	if p.Addr == "" {
+		var err error
+		if addrs, err = n.pairLookup(ctx, code); err != nil {
+			return nil, err
+		}
+	}
+	// Try the addresses in turn until one answers; the first link that gets through uses
+	// the code up, so there is no second try after it.
+	var conn *transport.Conn
+	var addr string
+	var err error
+	for _, addr = range addrs {
+		conn, err = transport.DialProvisional(ctx, addr, n.tcfg, code.Tag())
+		if err == nil || errors.Is(err, transport.ErrRefusedByPeer) {
+			break
+		}
+	}
 	if err != nil {
 		if errors.Is(err, transport.ErrRefusedByPeer) {
-			return nil, api.Errorf(api.CodeCodeUsed, "no device at %s waits for code %s: it was used or expired, or that device shows another code; run \"peerfs pair\" there for a new one", p.Addr, code)
+			return nil, api.Errorf(api.CodeCodeUsed, "no device at %s waits for code %s: it was used or expired, or that device shows another code; run \"peerfs pair\" there for a new one", addr, code)
 		}
-		return nil, api.Errorf(api.CodePeerUnreachable, "cannot reach the device showing the code at %s: %v", p.Addr, err)
+		return nil, api.Errorf(api.CodePeerUnreachable, "cannot reach the device showing code %s: %v", code, err)
 	}
 	defer conn.Close()
 	res, err := pair.Run(ctx, conn, pair.Options{Role: pair.Dialler, Code: code, Hello: n.pairHello(), Trusted: n.isTrusted})
 	if err != nil {
-		n.log.Warn("pairing failed", "to", p.Addr, "err", err)
+		n.log.Warn("pairing failed", "to", addr, "err", err)
 		return nil, pairError(err, code)
 	}
-	return n.addPaired(ctx, res, p.Addr, p.Name)
+	return n.addPaired(ctx, res, addr, p.Name)
+}
+
+// pairLookupWait bounds the search of the LAN for the device showing a code: it answers
+// within a second or two when it is there (discover's lookupRequery).
+const pairLookupWait = 15 * time.Second
+
+// pairLookup finds on the LAN the device that announces code's tag.
+func (n *Node) pairLookup(ctx context.Context, code pair.Code) ([]string, error) {
+	d := n.Discovery()
+	if d == nil {
+		return nil, api.Errorf(api.CodeInvalid, "LAN discovery is off on this device, so it cannot find the one showing code %s: "+
+			"give that device's peer address with --addr HOST:PORT (\"peerfs status\" there shows it as listen)", code)
+	}
+	lctx, cancel := context.WithTimeout(ctx, pairLookupWait)
+	defer cancel()
+	found, err := d.Lookup(lctx, code.Tag())
+	if err != nil || len(found) == 0 {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, api.Errorf(api.CodeCodeUsed, "no device on this network shows code %s (looked for %v): check the number, that it still waits, "+
+			"and that both devices are on the same network, or give its address with --addr HOST:PORT", code, pairLookupWait)
+	}
+	addrs := make([]string, len(found))
+	for i, a := range found {
+		addrs[i] = a.String()
+	}
+	return addrs, nil
 }
 
 // pairHello is what this device tells the other about itself.
