@@ -3,14 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/netlab"
+	"github.com/peerfs/peerfs/internal/pair"
+	"github.com/peerfs/peerfs/internal/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -21,6 +27,7 @@ func TestMain(m *testing.M) {
 		}
 		return nil
 	})
+	netlab.Register("pair-mitm", pairMITM)
 	netlab.Main()
 	os.Exit(m.Run())
 }
@@ -119,6 +126,82 @@ func TestPairLab(t *testing.T) {
 			}
 			t.Logf("%d packets captured on the bridge", len(packets))
 		})
+	}
+}
+
+// pairMITM is a device in the middle: it listens on port args[0], takes one connection,
+// answers its TLS with a certificate of its own whatever the server name, opens its own TLS
+// to args[1] with the pairing tag of code args[2] (the nameplate is public), and relays the
+// bytes of the two TLS sessions both ways. It prints "ready" once listening.
+func pairMITM(ctx context.Context, args []string) error {
+	code, err := pair.Parse(args[2])
+	if err != nil {
+		return err
+	}
+	self, err := identity.Generate()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", ":"+args[0])
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	context.AfterFunc(ctx, func() { ln.Close() })
+	fmt.Println("ready")
+	raw, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	front, err := transport.Server(ctx, raw, &transport.Config{Identity: self, Unproven: func(*tls.ClientHelloInfo) bool { return true }})
+	if err != nil {
+		return err
+	}
+	defer front.Close()
+	back, err := transport.DialProvisional(ctx, args[1], &transport.Config{Identity: self}, code.Tag())
+	if err != nil {
+		return err
+	}
+	defer back.Close()
+	go io.Copy(back, front)
+	io.Copy(front, back)
+	fmt.Println("relayed")
+	return nil
+}
+
+// TestPairLabManInTheMiddle: a third host on the bridge takes the joiner's connection and
+// relays the pairing between two TLS sessions of its own. Both devices fail with "wrong
+// code", although both used the right one, and neither trusts anybody.
+func TestPairLabManInTheMiddle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network namespaces: not in -short")
+	}
+	lab := netlab.New(t)
+	r := lab.Router("r", netlab.RouterOptions{NAT: netlab.HomeNAT})
+	ha, hb, hm := r.AddHost("a"), r.AddHost("b"), r.AddHost("m")
+	a, b := initHomes(t)
+	ha.Start("peerfs", "--home", a, "daemon", "--listen", ":7462")
+	hb.Start("peerfs", "--home", b, "daemon", "--listen", ":7462")
+	waitDaemon(t, a)
+	waitDaemon(t, b)
+
+	s := startPairShow(t, a)
+	m := hm.Start("pair-mitm", "7000", net.JoinHostPort(ha.Addr.String(), "7462"), s.code)
+	if line := m.Line(10 * time.Second); line != "ready" {
+		t.Fatalf("middle: %q", line)
+	}
+	exit, _, errOut := run(t, b, "pair", s.code, "--addr", net.JoinHostPort(hm.Addr.String(), "7000"))
+	if exit != ExitWrongCode {
+		t.Errorf("joiner through the middle: exit %d (%s), want %d", exit, errOut, ExitWrongCode)
+	}
+	if exit, _ := s.wait(t); exit != ExitWrongCode {
+		t.Errorf("shower through the middle: exit %d, want %d", exit, ExitWrongCode)
+	}
+	if line := m.Line(10 * time.Second); line != "relayed" {
+		t.Errorf("middle: %q, want it to have relayed both ways", line)
+	}
+	if pa, pb := peerList(t, a), peerList(t, b); len(pa)+len(pb) != 0 {
+		t.Errorf("trusted after a relayed pairing: %+v %+v", pa, pb)
 	}
 }
 

@@ -214,4 +214,9 @@ func TestPairExpiredAndBusy(t *testing.T) {
 	if pa, pb := peerList(t, a), peerList(t, b); len(pa)+len(pb) != 0 {
 		t.Errorf("trusted: %+v %+v", pa, pb)
 	}
+	// Pairing runs in the daemon.
+	c, _ := initHomes(t)
+	if exit, _, errOut := run(t, c, "pair"); exit != ExitNoDaemon || !strings.Contains(errOut, "peerfs daemon") {
+		t.Errorf("no daemon: exit %d (%s), want %d saying to start it", exit, errOut, ExitNoDaemon)
+	}
 }
