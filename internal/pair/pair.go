@@ -131,12 +131,12 @@ func Run(ctx context.Context, conn *transport.Conn, o Options) (*Result, error) 
 }
 
 func run(conn *transport.Conn, o Options) (*Result, error) {
-	self := conn.ConnectionState()
+	st := conn.ConnectionState()
 	if o.Trusted != nil && o.Trusted(conn.Peer) {
 		fail(conn, reasonAlreadyTrusted)
 		return nil, fmt.Errorf("device %s is %w", conn.Peer, ErrAlreadyTrusted)
 	}
-	sid, err := self.ExportKeyingMaterial(ExporterLabel, nil, exporterLen)
+	sid, err := st.ExportKeyingMaterial(ExporterLabel, nil, exporterLen)
 	if err != nil {
 		return nil, fmt.Errorf("TLS exporter: %w", err)
 	}
