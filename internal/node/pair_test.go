@@ -222,3 +222,27 @@ func loadPeer(t *testing.T, n *peertest.Node, name string) config.Peer {
 	}
 	return *p
 }
+
+// TestPairCanceledClosesWindow: when "peerfs pair" stops waiting (Ctrl-C: the API call is
+// canceled), its code stops working at once.
+func TestPairCanceledClosesWindow(t *testing.T) {
+	a, b := peertest.Start(t, "alpha", ""), peertest.Start(t, "beta", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	codes := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.N.Pair(ctx, api.PairParams{}, func(e api.Event) { codes <- e.Code })
+		done <- err
+	}()
+	code := <-codes
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled pairing ended with %v", err)
+	}
+	_, err := b.N.Pair(context.Background(), api.PairParams{Code: code, Addr: a.Addr}, func(api.Event) {})
+	if codeOf(err) != api.CodeCodeUsed {
+		t.Errorf("code of a canceled pairing: %v, want %s", err, api.CodeCodeUsed)
+	}
+	// And a new pairing can start.
+	showPairCode(t, a, api.PairParams{})
+}
