@@ -78,6 +78,9 @@ const (
 	maxTagsPerInstance = 40
 )
 
+// requeryAfterOpen are the moments after the sockets open when the browse asks again.
+var requeryAfterOpen = []time.Duration{time.Second, 3 * time.Second}
+
 // ErrClosed is returned by the calls of a closed Service.
 var ErrClosed = errors.New("discovery stopped")
 
@@ -238,10 +241,7 @@ func (s *Service) Lookup(ctx context.Context, tag string) ([]netip.AddrPort, err
 		case a := <-ch:
 			out = append(out, a)
 		case <-requery.C:
-			s.mu.Lock()
-			s.mu.rebrowse = true
-			s.mu.Unlock()
-			s.poke()
+			s.requery()
 		case <-ctx.Done():
 			return nil, fmt.Errorf("no device announced the tag on the local network: %w", ctx.Err())
 		case <-s.done:
@@ -381,9 +381,9 @@ func (s *Service) step(st *state) {
 	s.mu.rebrowse = false
 	s.mu.Unlock()
 
-	if st.conn == nil || fp != st.fp || epoch != st.epoch {
+	if st.conn == nil || fp != st.fp {
 		st.close()
-		st.fp, st.epoch = fp, epoch
+		st.fp = fp
 		if len(ifs) == 0 {
 			s.noteOpen(errors.New("no multicast interface is up"))
 			return
@@ -396,7 +396,16 @@ func (s *Service) step(st *state) {
 		s.noteOpen(nil)
 		st.conn = conn
 		conn.OnServiceDiscovered(s.heard)
-		s.log.Debug("discovery: listening", "interfaces", len(ifs), "epoch", epoch)
+		s.log.Debug("discovery: listening", "interfaces", len(ifs))
+		rebrowse = true
+		// Ask again shortly: a peer whose sockets were reopening at the same moment (its
+		// network changed too) missed the first question.
+		for _, d := range requeryAfterOpen {
+			time.AfterFunc(d, s.requery)
+		}
+	}
+	if epoch != st.epoch {
+		st.epoch = epoch
 		rebrowse = true
 	}
 	if !slices.Equal(tags, st.tags) || (len(tags) > 0 && st.instances == nil) {
@@ -416,6 +425,14 @@ func (s *Service) step(st *state) {
 	}
 }
 
+// requery restarts the browse at the next step, which asks at once.
+func (s *Service) requery() {
+	s.mu.Lock()
+	s.mu.rebrowse = true
+	s.mu.Unlock()
+	s.poke()
+}
+
 // noteOpen logs a failure to open the sockets once, until it changes or ends.
 func (s *Service) noteOpen(err error) {
 	msg := ""
@@ -431,8 +448,10 @@ func (s *Service) noteOpen(err error) {
 	}
 }
 
-// announce registers tags under fresh random instance names (a new host name comes with
-// each reopened connection) and withdraws the previous ones.
+// announce registers tags under fresh random instance and host names and withdraws the
+// previous ones. The host name is answered for in the PTR answer's additional records (and
+// the SRV answer's), which is where browsers take the address from; a direct A or AAAA
+// question for it goes unanswered, which tells nobody anything.
 func (s *Service) announce(st *state, tags []string) {
 	old := st.instances
 	var names []string
@@ -443,7 +462,9 @@ func (s *Service) announce(st *state, tags []string) {
 			text = append(text, mdns.NewTXTFlag(t))
 		}
 		name := randomLabel()
-		if err := st.conn.Register(mdns.ServiceInstance{Instance: name, Service: ServiceType, Domain: "local", Port: s.opts.Port, Text: text}); err != nil {
+		svc := mdns.ServiceInstance{Instance: name, Service: ServiceType, Domain: "local", Host: randomLabel() + ".local.",
+			Port: s.opts.Port, Text: text}
+		if err := st.conn.Register(svc); err != nil {
 			s.log.Debug("discovery: announcing", "err", err)
 			continue
 		}
@@ -502,7 +523,7 @@ func (s *Service) heard(ev mdns.ServiceEvent) {
 }
 
 // open binds the mDNS sockets (port 5353, shared with other responders on the host) and
-// joins the groups on ifs under a fresh random host name.
+// joins the groups on ifs.
 func (s *Service) open(ifs []net.Interface) (*mdns.Conn, error) {
 	var pc4 *ipv4.PacketConn
 	var pc6 *ipv6.PacketConn
@@ -522,7 +543,6 @@ func (s *Service) open(ifs []net.Interface) (*mdns.Conn, error) {
 	loopback := slices.ContainsFunc(ifs, func(i net.Interface) bool { return i.Flags&net.FlagLoopback != 0 })
 	conn, err := mdns.NewServer(pc4, pc6,
 		mdns.WithName("peerfs"),
-		mdns.WithLocalNames(randomLabel()+".local"),
 		mdns.WithInterfaces(ifs...),
 		mdns.WithIncludeLoopback(loopback),
 		mdns.WithQueryInterval(queryEvery),

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/discover"
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/wire"
 )
 
 // LAN discovery: while Run runs, a daemon's node announces on the local network the tags its
@@ -22,14 +25,23 @@ import (
 // peer added or removed is announced and looked for within it.
 const peersPoll = time.Second
 
+const (
+	// probeWait is how long a probed link may take to answer: a round trip on a LAN takes
+	// well under a millisecond, on a loaded machine a few.
+	probeWait = 3 * time.Second
+	// probeEvery bounds the probes of one link, for a peer heard at several addresses.
+	probeEvery = 30 * time.Second
+)
+
 // discovery is the node's LAN discovery, set by Options and Run.
 type discovery struct {
 	on         bool          // Options.Discovery
 	epoch      time.Duration // Options.DiscoveryEpoch
 	interfaces []string      // Options.DiscoveryInterfaces
 
-	mu  sync.Mutex
-	svc *discover.Service // nil while discovery is off or Run is not running
+	mu     sync.Mutex
+	svc    *discover.Service          // nil while discovery is off or Run is not running
+	probed map[*rpc.Session]time.Time // links probed (discovered), when
 }
 
 // Discovery returns the running LAN discovery service, nil when it is off (--no-discovery,
@@ -125,9 +137,65 @@ func (n *Node) discoveryPeers() []discover.Peer {
 	return peers
 }
 
-// discovered hands an address a trusted peer was heard at to its dial loop.
+// discovered hands an address a trusted peer was heard at to its dial loop, and probes the
+// peer's link when the peer is heard at an address other than the one the link runs to.
 func (n *Node) discovered(f discover.Found) {
 	n.noteLANAddrs(f.Peer, []netip.AddrPort{f.Addr})
+	n.mu.Lock()
+	p := n.peers[f.Peer]
+	n.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	sess, conn := p.sess, p.conn
+	p.mu.Unlock()
+	if sess == nil || sess.Err() != nil {
+		return
+	}
+	remote, err := netip.ParseAddrPort(conn.RemoteAddr().String())
+	if err != nil || remote.Addr().Unmap().WithZone("") == f.Addr.Addr().Unmap().WithZone("") {
+		return
+	}
+	n.disc.mu.Lock()
+	if n.disc.probed == nil {
+		n.disc.probed = map[*rpc.Session]time.Time{}
+	}
+	for s := range n.disc.probed {
+		if s.Err() != nil {
+			delete(n.disc.probed, s)
+		}
+	}
+	last, seen := n.disc.probed[sess]
+	if seen && time.Since(last) < probeEvery {
+		n.disc.mu.Unlock()
+		return
+	}
+	n.disc.probed[sess] = time.Now()
+	n.disc.mu.Unlock()
+	go n.probeLink(p, sess, f.Addr)
+}
+
+// probeLink sends the link one request; with no answer within probeWait the link is closed,
+// so that the dial loop links again at once, at the address the peer was just heard at.
+//
+// A peer that moved to another address leaves its link to us dead, and keepalive would take
+// up to 3 intervals (30 s) to notice (rpc.DefaultKeepalive); hearing the peer elsewhere is
+// the hint to ask now. A link that answers is left alone: a peer may announce several
+// addresses (IPv4 and IPv6, two interfaces).
+func (n *Node) probeLink(p *peer, sess *rpc.Session, heard netip.AddrPort) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeWait)
+	defer cancel()
+	buf, err := sess.Call(ctx, wire.OpShares, nil)
+	if err == nil {
+		buf.Release()
+		return
+	}
+	if sess.Err() != nil {
+		return
+	}
+	n.log.Info("closing a silent link: the peer was heard at another address", "peer", p.name(), "heard_at", heard, "err", err)
+	sess.Close(fmt.Errorf("no answer within %v after the peer was heard at %v", probeWait, heard))
 }
 
 // loopbackInterfaces names the loopback interfaces; never nil, so that none found means
