@@ -72,7 +72,7 @@ fuzz:
 
 # The benchmark suites of peerfs-bench (BENCHMARKS.md says what each measures), in the order
 # BENCHMARKS.md shows them.
-BENCH_SUITES   := link mount blocksize patterns meta tree tune wan reach
+BENCH_SUITES   := link mount blocksize patterns meta tree tune wan reach pair
 BENCH_RESULTS  := bench-results
 # The WAN suite at its own defaults (find + grep over 10,000 files, 1,000-file clone and
 # creates, 0, 10 and 50 ms) takes about 3 hours for 3 runs, most of it sshfs at 50 ms. make

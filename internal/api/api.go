@@ -32,6 +32,8 @@ const (
 	MethodUnmount = "unmount"
 	MethodMounts  = "mounts"
 	MethodStats   = "stats"
+
+	MethodPair = "pair"
 )
 
 // Request is the one line a client sends.
@@ -72,6 +74,13 @@ const (
 	CodeDiskFull        = "disk_full"         // ENOSPC/EDQUOT on either side
 	CodeIntegrity       = "integrity"         // content hash mismatch, source changed
 	CodeCanceled        = "canceled"
+
+	// Pairing (MethodPair).
+	CodeWrongCode      = "wrong_code"      // key confirmation failed; the code is used up
+	CodeCodeExpired    = "code_expired"    // nobody completed the pairing in time
+	CodeCodeUsed       = "code_used"       // no device waits for this code: used, expired or absent
+	CodeAlreadyTrusted = "already_trusted" // the two devices trust each other already
+	CodePairingBusy    = "pairing_busy"    // a pairing is in progress on this device already
 )
 
 // Errorf builds an *Error.
@@ -190,6 +199,10 @@ type Event struct {
 	Elapsed    float64 `json:"elapsed_seconds"` //
 	Rate       float64 `json:"bytes_per_second"`
 	Error      *Error  `json:"error,omitempty"` // with type "error"
+	// Code is the pairing code, in the "start" event of MethodPair when this device shows it.
+	Code string `json:"code,omitempty"`
+	// ExpiresSeconds is how long the code stays valid, in the same event.
+	ExpiresSeconds int `json:"expires_seconds,omitempty"`
 }
 
 // TransferResult answers "pull" and "send".
@@ -274,6 +287,32 @@ type StatsResult struct {
 	Mount    MountInfo        `json:"mount"`
 	Ops      []OpStats        `json:"ops"`
 	Counters map[string]int64 `json:"counters"`
+}
+
+// PairParams asks the daemon to pair with another device. Without Code it makes a code,
+// sends it in a "start" event and waits for the other device; with Code it completes the
+// pairing the other device waits in.
+type PairParams struct {
+	Code string `json:"code,omitempty"`
+	// Addr is the other device's peer address, HOST:PORT, for a device LAN discovery does
+	// not find; only with Code.
+	Addr string `json:"addr,omitempty"`
+	// Name is the name to give the other device here; empty: the name it chose for itself.
+	Name string `json:"name,omitempty"`
+	// TimeoutSeconds bounds the wait for the other device, at most (and by default) 300.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+}
+
+// PairResult answers "pair": the device now trusted.
+type PairResult struct {
+	Name     string            `json:"name"`
+	DeviceID identity.DeviceID `json:"device_id"`
+	Addr     string            `json:"addr,omitempty"` // where it is dialled
+}
+
+// Pairer is the part of a Backend that pairs devices; only a daemon's node implements it.
+type Pairer interface {
+	Pair(ctx context.Context, p PairParams, emit func(Event)) (*PairResult, error)
 }
 
 // Backend is what the daemon serves; the node implements it. Long operations report progress

@@ -187,6 +187,18 @@ func dispatch(ctx context.Context, req *rawRequest, b Backend, w *lineWriter, ca
 			return nil, err
 		}
 		return b.Stats(ctx, p)
+	case MethodPair:
+		var p PairParams
+		if len(req.Params) > 0 {
+			if err := decodeParams(req, &p); err != nil {
+				return nil, err
+			}
+		}
+		pr, ok := b.(Pairer)
+		if !ok {
+			return nil, Errorf(CodeInvalid, "this process does not pair devices: start the daemon with \"peerfs daemon\" and pair through it")
+		}
+		return stream(ctx, w, cancel, func(emit func(Event)) (any, error) { return pr.Pair(ctx, p, emit) })
 	default:
 		return nil, Errorf(CodeInvalid, "unknown method %q: use the peerfs binary that matches the daemon", req.Method)
 	}

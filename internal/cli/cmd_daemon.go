@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,12 +18,16 @@ type DaemonOptions struct {
 	Listen        string
 	Metrics       string
 	MetricsPublic bool
+	NoDiscovery   bool
+	// DiscoveryEpoch shortens the epoch after which LAN discovery tags change (tests only;
+	// both devices must use the same).
+	DiscoveryEpoch time.Duration
 }
 
 func newDaemonCommand(g *Globals) *cobra.Command {
 	var opts DaemonOptions
 	cmd := &cobra.Command{
-		Use:   "daemon [--listen ADDR] [--metrics ADDR [--metrics-public]]",
+		Use:   "daemon [--listen ADDR] [--metrics ADDR [--metrics-public]] [--no-discovery]",
 		Short: "Run the daemon in the foreground",
 		Long: `Run the peerfs daemon in the foreground: it listens for peers, connects to the peers
 it knows, serves this device's shares, and answers the other peerfs commands over a
@@ -37,7 +42,12 @@ else :7462. contrib/systemd/peerfs.service runs it as a systemd user service.
 else "metrics" in the config file; off when none is set). ADDR must be a loopback
 address (127.0.0.1, [::1], localhost), since the metrics name the peers and mount
 points; --metrics-public (or "metrics_public": true in the config file) allows any
-address. docs/METRICS.md lists the metrics.`,
+address. docs/METRICS.md lists the metrics.
+
+Trusted peers on the same network find each other by themselves (mDNS): the daemon
+announces tags that only its trusted peers can recognise, never its device ID or names,
+and dials the peers it hears. --no-discovery (or "discovery": false in the config file)
+turns that off; peers are then reached at their configured addresses, or when they dial.`,
 		Example: `  peerfs daemon
   peerfs daemon --listen 127.0.0.1:7462 --verbose
   peerfs daemon --metrics 127.0.0.1:7463`,
@@ -49,6 +59,9 @@ address. docs/METRICS.md lists the metrics.`,
 	cmd.Flags().StringVar(&opts.Listen, "listen", "", "listen for peers on `ADDR` (HOST:PORT; env PEERFS_LISTEN)")
 	cmd.Flags().StringVar(&opts.Metrics, "metrics", "", "serve Prometheus metrics on `ADDR` (loopback HOST:PORT; env PEERFS_METRICS)")
 	cmd.Flags().BoolVar(&opts.MetricsPublic, "metrics-public", false, "allow a --metrics address other machines can reach")
+	cmd.Flags().BoolVar(&opts.NoDiscovery, "no-discovery", false, "do not announce or look for peers on the local network")
+	cmd.Flags().DurationVar(&opts.DiscoveryEpoch, "discovery-epoch", 0, "how often LAN discovery tags change (tests only)")
+	cmd.Flags().MarkHidden("discovery-epoch")
 	return cmd
 }
 
@@ -69,7 +82,8 @@ func runDaemon(ctx context.Context, opts DaemonOptions, g *Globals, args []strin
 		return err
 	}
 	return daemon.Run(ctx, daemon.Options{Paths: p, Listen: opts.Listen, Metrics: opts.Metrics,
-		MetricsPublic: opts.MetricsPublic, Logger: g.logger(logOut)})
+		MetricsPublic: opts.MetricsPublic, Logger: g.logger(logOut),
+		NoDiscovery: opts.NoDiscovery, DiscoveryEpoch: opts.DiscoveryEpoch})
 }
 
 // logger is the log of a process that serves (the daemon, a foreground mount): logfmt, or

@@ -28,6 +28,12 @@ const (
 	ExitDiskFull       = 9
 	ExitIntegrity      = 10 // content hash mismatch, source changed while read
 	ExitNotInitialized = 11 // no identity or config: run "peerfs init"
+	// Pairing ("peerfs pair"), from 20.
+	ExitWrongCode      = 20 // the two devices did not use the same code; it is used up
+	ExitCodeExpired    = 21 // nobody completed the pairing before the code expired
+	ExitCodeUsed       = 22 // no device waits for this code (used, expired, or another)
+	ExitAlreadyTrusted = 23 // the two devices trust each other already
+	ExitPairingBusy    = 24 // this device is pairing already
 	ExitInterrupted    = 130
 )
 
@@ -55,6 +61,11 @@ var exitTable = []struct {
 	{ExitDiskFull, "disk full"},
 	{ExitIntegrity, "integrity error (hash mismatch, source changed)"},
 	{ExitNotInitialized, "not initialised: run \"peerfs init\""},
+	{ExitWrongCode, "pairing: wrong code (the code is used up)"},
+	{ExitCodeExpired, "pairing: the code expired"},
+	{ExitCodeUsed, "pairing: no device waits for this code (used, expired or another)"},
+	{ExitAlreadyTrusted, "pairing: the devices trust each other already"},
+	{ExitPairingBusy, "pairing: another pairing is in progress on this device"},
 	{ExitInterrupted, "interrupted or canceled"},
 }
 
@@ -83,6 +94,11 @@ var apiCodeExit = map[string]int{
 	api.CodeDiskFull:        ExitDiskFull,
 	api.CodeIntegrity:       ExitIntegrity,
 	api.CodeCanceled:        ExitInterrupted,
+	api.CodeWrongCode:       ExitWrongCode,
+	api.CodeCodeExpired:     ExitCodeExpired,
+	api.CodeCodeUsed:        ExitCodeUsed,
+	api.CodeAlreadyTrusted:  ExitAlreadyTrusted,
+	api.CodePairingBusy:     ExitPairingBusy,
 }
 
 // usageError is a mistake on the command line. Its message says what to do.

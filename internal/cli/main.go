@@ -122,7 +122,8 @@ func newRootCommand(g *Globals) *cobra.Command {
 		Short: "Share folders between your devices, end to end encrypted, peer to peer",
 		Long: `peerfs shares folders between your devices, end to end encrypted, peer to peer.
 
-Each device runs "peerfs daemon". Devices trust each other by device ID only: run
+Each device runs "peerfs daemon". Devices trust each other by device ID only: pair two
+with a short code ("peerfs pair" on one, "peerfs pair CODE" on the other), or run
 "peerfs id" on one, "peerfs peer add ID --name NAME" on the other, and the other way
 round. Then export folders with "peerfs share add" and copy with "peerfs pull" and
 "peerfs send".
@@ -167,6 +168,7 @@ config file.`,
 		newIDCommand(g),
 		newDaemonCommand(g),
 		newPeerCommand(g),
+		newPairCommand(g),
 		newShareCommand(g),
 		newLsCommand(g),
 		newPullCommand(g),

@@ -45,7 +45,13 @@ type File struct {
 	// a loopback address unless MetricsPublic is set (docs/METRICS.md).
 	Metrics       string `json:"metrics,omitempty"`
 	MetricsPublic bool   `json:"metrics_public,omitempty"`
+	// Discovery, when false, turns LAN discovery off (like "peerfs daemon --no-discovery");
+	// absent means on. Read when the daemon starts.
+	Discovery *bool `json:"discovery,omitempty"`
 }
+
+// DiscoveryOn reports whether the config file leaves LAN discovery on.
+func (f *File) DiscoveryOn() bool { return f.Discovery == nil || *f.Discovery }
 
 // Peer is a trusted device.
 type Peer struct {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
@@ -32,6 +33,10 @@ type Options struct {
 	// MetricsPublic is --metrics-public: serve metrics on an address that is not loopback
 	// (the config file's metrics_public does the same).
 	MetricsPublic bool
+	// NoDiscovery is --no-discovery: no LAN discovery (the config file's "discovery": false
+	// does the same). DiscoveryEpoch shortens the discovery epoch (tests only).
+	NoDiscovery    bool
+	DiscoveryEpoch time.Duration
 }
 
 // Run runs the daemon until ctx is done, then stops it and returns nil. It returns an error
@@ -81,6 +86,9 @@ func Run(ctx context.Context, opts Options) error {
 		Identity: id,
 		Listen:   cfg.ResolveListen(opts.Listen),
 		Logger:   log,
+
+		Discovery:      !opts.NoDiscovery,
+		DiscoveryEpoch: opts.DiscoveryEpoch,
 	})
 	if err != nil {
 		return fmt.Errorf("starting node: %w", err)

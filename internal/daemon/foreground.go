@@ -55,7 +55,8 @@ func Mount(ctx context.Context, opts MountOptions) error {
 	}
 	defer sock.Close()
 
-	n, err := node.New(node.Options{Paths: p, Identity: id, Logger: log, Standalone: true, CacheDir: p.MountCache(dir)})
+	n, err := node.New(node.Options{Paths: p, Identity: id, Logger: log, Standalone: true, CacheDir: p.MountCache(dir),
+		Discovery: true})
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,10 @@ func (n *Node) acceptLoop(ctx context.Context) {
 				}
 				return
 			}
+			if conn.Provisional { // a pairing (pair.go); never a trusted peer's link
+				n.acceptPairing(ctx, conn)
+				return
+			}
 			n.attach(conn)
 		}()
 	}

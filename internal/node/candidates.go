@@ -28,7 +28,8 @@ type lanAddr struct {
 	seen time.Time
 }
 
-// directCandidates lists the addresses to dial the peer at, the configured one first.
+// directCandidates lists the addresses to dial the peer at, the configured one first, then
+// those discovery heard the peer at, the latest first.
 func (p *peer) directCandidates(now time.Time) []candidate {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -36,7 +37,10 @@ func (p *peer) directCandidates(now time.Time) []candidate {
 	if p.cfg.Addr != "" {
 		out = append(out, candidate{p.cfg.Addr, candidateConfig})
 	}
-	for _, l := range p.lan {
+	// The address heard last first: after a peer moves, its old address is only a timeout.
+	lan := slices.Clone(p.lan)
+	slices.SortStableFunc(lan, func(a, b lanAddr) int { return b.seen.Compare(a.seen) })
+	for _, l := range lan {
 		if now.Sub(l.seen) <= lanAddrTTL {
 			out = append(out, candidate{l.addr.String(), candidateLAN})
 		}

@@ -69,6 +69,13 @@ type Options struct {
 	RekeyBytes      uint64
 	RekeyAfter      time.Duration
 	RekeyLimitBytes uint64
+	// Discovery runs LAN discovery (discovery.go): the daemon and a foreground mount set it
+	// unless --no-discovery; the config file's "discovery": false turns it off anyway.
+	// DiscoveryEpoch overrides discover.DefaultEpoch and DiscoveryInterfaces names the
+	// interfaces to use (tests).
+	Discovery           bool
+	DiscoveryEpoch      time.Duration
+	DiscoveryInterfaces []string
 }
 
 // Node is a running device.
@@ -96,6 +103,9 @@ type Node struct {
 	mounts mounts
 
 	metrics metricsState // metrics.go
+	disc    discovery    // discovery.go
+
+	pairing pairState // pair.go
 }
 
 // openShare is an exported share opened for serving.
@@ -123,6 +133,7 @@ func New(opts Options) (*Node, error) {
 		shares: map[string]*openShare{},
 	}
 	n.refused = newRefusalLog(opts.Logger)
+	n.disc = discovery{on: opts.Discovery, epoch: opts.DiscoveryEpoch, interfaces: opts.DiscoveryInterfaces}
 	n.rekey = rekeyOptions{bytes: DefaultRekeyBytes, after: DefaultRekeyAfter, limit: DefaultRekeyLimitBytes}
 	if opts.RekeyBytes > 0 {
 		n.rekey.bytes = opts.RekeyBytes
@@ -137,7 +148,7 @@ func New(opts Options) (*Node, error) {
 	if n.mounts.cacheDir == "" {
 		n.mounts.cacheDir = filepath.Join(opts.Paths.Cache, "chunks")
 	}
-	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted}
+	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted, Unproven: n.pairUnproven}
 	if !opts.Standalone {
 		n.ln, err = transport.Listen(opts.Listen)
 		if err != nil {
@@ -181,7 +192,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if !n.alone {
 		n.restoreMounts(ctx)
 	}
+	stopDiscovery := n.startDiscovery(ctx)
 	<-ctx.Done()
+	stopDiscovery()
 	if n.ln != nil {
 		n.ln.Close()
 	}

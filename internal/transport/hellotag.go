@@ -88,13 +88,14 @@ func (c *Config) provenHello(name string, now time.Time) bool {
 	return false
 }
 
-// admitHello decides, at the ClientHello, whether the handshake may go on.
-func (c *Config) admitHello(hello *tls.ClientHelloInfo) error {
+// admitHello decides, at the ClientHello, whether the handshake may go on; provisional
+// reports that it goes on through Config.Unproven, with any device's certificate accepted.
+func (c *Config) admitHello(hello *tls.ClientHelloInfo) (provisional bool, err error) {
 	if c.provenHello(hello.ServerName, time.Now()) {
-		return nil
+		return false, nil
 	}
 	if c.Unproven != nil && c.Unproven(hello) {
-		return nil
+		return true, nil
 	}
-	return errUnprovenHello
+	return false, errUnprovenHello
 }

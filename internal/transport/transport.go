@@ -47,9 +47,10 @@ type Config struct {
 	// handshake. A nil Trusted trusts nobody.
 	Trusted func() []identity.DeviceID
 	// Unproven, if set, is asked about a ClientHello without the hello tag
-	// of a trusted device (hellotag.go) and may let its handshake go on; the
-	// certificate checks still apply. It is the place for a future path
-	// of devices not trusted yet (pairing); nil refuses them all.
+	// of a trusted device (hellotag.go) and may let its handshake go on as a
+	// provisional link (provisional.go): any device's certificate is then
+	// accepted and the Conn is marked Provisional. Pairing uses it while a
+	// pairing waits; nil refuses them all.
 	Unproven func(*tls.ClientHelloInfo) bool
 	// Admitted, if set, is told of each ClientHello the accepting side lets
 	// go on (hello.Context() is the context given to Server), so that a
@@ -94,6 +95,11 @@ type Conn struct {
 	Peer     identity.DeviceID
 	Info     Info
 	Outbound bool // we dialled it
+	// Provisional marks a link whose peer's certificate was accepted without
+	// trust: one admitted through Config.Unproven, or dialled with
+	// DialProvisional. Peer is the device ID its certificate proves; nothing
+	// else about it is known, and it must not be served as a trusted peer's.
+	Provisional bool
 
 	self identity.DeviceID
 	w    *writer
@@ -134,7 +140,8 @@ func ServerTLS(c *Config) *tls.Config {
 	cfg.SessionTicketsDisabled = true
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		// Before anything of ours, the certificate above all, leaves.
-		if err := c.admitHello(hello); err != nil {
+		provisional, err := c.admitHello(hello)
+		if err != nil {
 			return nil, err
 		}
 		if c.Admitted != nil {
@@ -144,6 +151,9 @@ func ServerTLS(c *Config) *tls.Config {
 		// bare "no ECDHE curve" error that does not say what to do.
 		if !slices.Contains(hello.SupportedCurves, KeyExchange) {
 			return nil, fmt.Errorf("peer offered only classical key exchange (%s): %w; upgrade the peer", curveNames(hello.SupportedCurves), ErrNoPQ)
+		}
+		if provisional {
+			return provisionalServerTLS(c), nil
 		}
 		return nil, nil
 	}
@@ -273,6 +283,11 @@ func Server(ctx context.Context, raw net.Conn, c *Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS handshake with %s: %w", raw.RemoteAddr(), err)
 	}
+	// Only a hello admitted through Unproven gets past the trust check with an
+	// untrusted certificate (provisional.go); a trusted device that dialled
+	// with such a hello is provisional too, so that the caller hands the link
+	// to whatever opened that path.
+	conn.Provisional = !c.provenHello(conn.ConnectionState().ServerName, time.Now())
 	return conn, nil
 }
 
