@@ -26,11 +26,26 @@
 // carries it.
 //
 // How often: pion re-sends the browse question every queryEvery (5 s) while a browse runs;
-// every responder answers it. The browse is restarted every rebrowseEvery (60 s), when the
-// trusted peers change and during a Lookup (each second), so announcements already seen are
-// reported again and keep a peer's address fresh. A device whose addresses change (polled
-// every pollEvery) reopens its sockets and so answers the next question with the new
-// address: a peer that moves is found again within pollEvery + queryEvery.
+// every responder answers it. The browse is restarted (and so asks at once) every
+// rebrowseEvery (60 s), at each epoch, when the trusted peers change, 1 s and 3 s after the
+// sockets open, and each second while a Lookup waits; a restarted browse reports again the
+// announcements it had reported, which keeps a peer's address fresh. A device whose addresses
+// change (polled every pollEvery) reopens its sockets and so answers the next question with
+// the new address: a peer that moves is found again within pollEvery + queryEvery.
+//
+// The API, for the daemon's node and for pairing:
+//
+//	Start(Options) (*Service, error)            announce Options.Port, browse; Options.OnFound gets peers heard
+//	(*Service).SetPeers([]Peer)                 the trusted peers (ID, pairing Secret) to announce to and look for
+//	(*Service).AnnounceTag(tag) (withdraw, err) add a rendezvous tag to the announcement until withdraw()
+//	(*Service).Lookup(ctx, tag) ([]netip.AddrPort, error)  wait for another device announcing tag
+//	(*Service).Announcing() []string            the tags announced now
+//	(*Service).Close() error
+//	PeerKey(announcer, browser, secret) []byte, Tag(key, epoch) string, EpochAt(t, d) int64, CheckTag(tag) error
+//
+// A tag for AnnounceTag and Lookup is MinTagLen to MaxTagLen characters of [a-z0-9]; Tag's
+// output is one (TagLen hexadecimal digits), so a rendezvous tag can be Tag(key, 0) with a
+// key derived from the pairing code's nameplate.
 //
 // The package finds addresses; it never dials, and it trusts nothing it hears: a reported
 // address is only a candidate for the TLS handshake, which proves the peer's device ID.
@@ -112,6 +127,9 @@ type Options struct {
 	OnFound func(Found)
 	// Logger gets what the service does, at debug level; nil discards it.
 	Logger *slog.Logger
+	// Addr, when valid, is the only address announced (a listener bound to one address);
+	// the zero Addr announces, on each interface, an address of that interface.
+	Addr netip.Addr
 	// Interfaces names the interfaces to use; nil means every interface that is up and
 	// multicast-capable, neither loopback nor point-to-point. Tests name "lo".
 	Interfaces []string
@@ -541,13 +559,17 @@ func (s *Service) open(ifs []net.Interface) (*mdns.Conn, error) {
 		return nil, fmt.Errorf("binding the mDNS port 5353: %w", errors.Join(err4, err6))
 	}
 	loopback := slices.ContainsFunc(ifs, func(i net.Interface) bool { return i.Flags&net.FlagLoopback != 0 })
-	conn, err := mdns.NewServer(pc4, pc6,
+	opts := []mdns.ServerOption{
 		mdns.WithName("peerfs"),
 		mdns.WithInterfaces(ifs...),
 		mdns.WithIncludeLoopback(loopback),
 		mdns.WithQueryInterval(queryEvery),
 		mdns.WithLoggerFactory(pionLogs{s.log}),
-	)
+	}
+	if s.opts.Addr.IsValid() {
+		opts = append(opts, mdns.WithLocalAddress(net.IP(s.opts.Addr.AsSlice())))
+	}
+	conn, err := mdns.NewServer(pc4, pc6, opts...)
 	if err != nil {
 		if l4 != nil {
 			l4.Close()

@@ -3,6 +3,7 @@ package discover
 import (
 	"context"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -210,5 +211,28 @@ func TestTagsRotateAcrossEpochs(t *testing.T) {
 	}
 	if len(want) != 1 {
 		t.Errorf("a announces %d tags for one peer, want 1", len(want))
+	}
+}
+
+// TestAnnounceGivenAddress: a device whose listener is bound to one address announces that
+// address, not the interface's first.
+func TestAnnounceGivenAddress(t *testing.T) {
+	lo := loopback(t)
+	want := netip.MustParseAddr("127.0.0.2")
+	sa := startService(t, Options{Self: testID(1), Port: 7401, Addr: want, Interfaces: []string{lo}})
+	sb := startService(t, Options{Self: testID(2), Interfaces: []string{lo}})
+	withdraw, err := sa.AnnounceTag("givenaddress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer withdraw()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs, err := sb.Lookup(ctx, "givenaddress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addrs[0] != netip.AddrPortFrom(want, 7401) {
+		t.Errorf("found at %v, want %v", addrs, netip.AddrPortFrom(want, 7401))
 	}
 }
