@@ -182,7 +182,7 @@ func discoverNetwork(ctx context.Context, peerfs, network string, runs int) ([]d
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		s, err := discoverOnce(peerfs, hosts, homes)
+		s, err := discoverOnce(ctx, peerfs, hosts, homes)
 		if err != nil {
 			return nil, fmt.Errorf("run %d: %w", run, err)
 		}
@@ -193,7 +193,7 @@ func discoverNetwork(ctx context.Context, peerfs, network string, runs int) ([]d
 }
 
 // discoverOnce starts both daemons, waits until each sees the other connected, and stops them.
-func discoverOnce(peerfs string, hosts, homes []string) (discoverSample, error) {
+func discoverOnce(ctx context.Context, peerfs string, hosts, homes []string) (discoverSample, error) {
 	start := time.Now()
 	var cmds []*exec.Cmd
 	defer func() {
@@ -243,6 +243,9 @@ func discoverOnce(peerfs string, hosts, homes []string) (discoverSample, error) 
 		}
 		if time.Now().After(deadline) {
 			return s, errors.New("the daemons did not link within 30 s")
+		}
+		if ctx.Err() != nil {
+			return s, ctx.Err()
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
