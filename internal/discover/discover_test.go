@@ -236,3 +236,20 @@ func TestAnnounceGivenAddress(t *testing.T) {
 		t.Errorf("found at %v, want %v", addrs, netip.AddrPortFrom(want, 7401))
 	}
 }
+
+// TestLateDeviceIsHeardUnasked: a device that starts after its peer stopped asking is heard at
+// once, by its announcement, not at the peer's next question a minute later.
+func TestLateDeviceIsHeardUnasked(t *testing.T) {
+	lo := loopback(t)
+	a, b := testID(1), testID(2)
+	fa := newFounds()
+	sa := startService(t, Options{Self: a, Port: 7501, OnFound: fa.add, Interfaces: []string{lo}})
+	sa.SetPeers([]Peer{{ID: b}})
+	// Past the questions a asks after opening (1 s and 3 s).
+	time.Sleep(4 * time.Second)
+	started := time.Now()
+	sb := startService(t, Options{Self: b, Port: 7502, Interfaces: []string{lo}})
+	sb.SetPeers([]Peer{{ID: a}})
+	fa.wait(t, 5*time.Second, "a hearing b, which started late", func(f Found) bool { return f.Peer == b })
+	t.Logf("heard %v after b started", time.Since(started).Round(time.Millisecond))
+}
