@@ -283,9 +283,9 @@ func discoverSection(r discoverReport) *Section {
 		lm, llo, lhi := median(linked)
 		fmt.Fprintf(&b, "| %s | %.0f (%.0f-%.0f) | %.0f (%.0f-%.0f) |\n", network, um, ulo, uhi, lm, llo, lhi)
 	}
-	b.WriteString("\nA daemon asks the network when its sockets open, again 1 s and 3 s later, and every 5 s; " +
-		"whichever daemon starts second finds the first at its first question, so linking costs one " +
-		"mDNS round trip and a TLS handshake after the daemons are up.\n")
+	b.WriteString("\nA daemon announces itself and asks the network as soon as its sockets open, so whichever " +
+		"starts second hears the first at once and is heard by it: linking costs one mDNS exchange and a " +
+		"TLS handshake after the daemons are up.\n")
 	return &Section{
 		Title:    "Discover: from daemon start to a peer found on the LAN and linked",
 		Markdown: b.String(),
