@@ -180,7 +180,7 @@ func Start(opts Options) (*Service, error) {
 	s.mu.own = map[string]bool{}
 	s.mu.wantEpoch = EpochAt(opts.Now(), opts.Epoch)
 	s.mu.want = s.wantLocked(s.mu.wantEpoch)
-	go s.run()
+	go s.runLoop()
 	return s, nil
 }
 
@@ -366,8 +366,8 @@ func (st *state) close() {
 	st.regs, st.tags = nil, nil
 }
 
-// run steps at every poll and whenever poked, until Close.
-func (s *Service) run() {
+// runLoop steps at every poll and whenever poked, until Close.
+func (s *Service) runLoop() {
 	defer close(s.loopDone)
 	var st state
 	defer st.close()
