@@ -16,7 +16,8 @@ import (
 // only at the next question. This file sends the announcement of the service's current
 // registrations, on each interface, to the mDNS groups, from a socket of its own on port 5353
 // (responses must come from that port). It is sent twice, a second apart, whenever the
-// registrations change or the sockets reopen (the device's addresses changed).
+// registrations change or the sockets reopen (the device's addresses changed). Registrations
+// replaced, and all of them when the service stops, are withdrawn with a goodbye.
 //
 // The socket is the service's own and is written by the run loop alone: pion's sockets set
 // the outgoing multicast interface per write, which would race with a second writer.
@@ -139,6 +140,60 @@ func (a *announcer) send(ifs []net.Interface, only netip.Addr, port uint16, regs
 		}
 	}
 	return first
+}
+
+// goodbye tells the network that regs are gone (RFC 6762 section 10.1): their PTR records with
+// a TTL of zero, over each family on each of ifs, so that browsers drop the instances now
+// instead of when the PTR's 75 minutes run out.
+func (a *announcer) goodbye(ifs []net.Interface, regs []registration) error {
+	if len(regs) == 0 {
+		return nil
+	}
+	b, err := goodbyeMessage(regs)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range ifs {
+		ifi := &ifs[i]
+		v4, v6 := interfaceAddrs(ifi)
+		if len(v4) > 0 && a.p4 != nil {
+			if err := a.p4.SetMulticastInterface(ifi); err == nil {
+				_, err = a.p4.WriteTo(b, nil, &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353})
+				errs = append(errs, err)
+			}
+		}
+		if len(v6) > 0 && a.p6 != nil {
+			if err := a.p6.SetMulticastInterface(ifi); err == nil {
+				_, err = a.p6.WriteTo(b, nil, &net.UDPAddr{IP: net.ParseIP("ff02::fb"), Port: 5353})
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// goodbyeMessage is the response withdrawing regs: one PTR record each, TTL 0.
+func goodbyeMessage(regs []registration) ([]byte, error) {
+	svc, err := dnsmessage.NewName(ServiceType + ".local.")
+	if err != nil {
+		return nil, err
+	}
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{Response: true, Authoritative: true})
+	b.EnableCompression()
+	if err := b.StartAnswers(); err != nil {
+		return nil, err
+	}
+	for _, r := range regs {
+		inst, err := dnsmessage.NewName(r.instance + "." + ServiceType + ".local.")
+		if err != nil {
+			return nil, err
+		}
+		if err := b.PTRResource(dnsmessage.ResourceHeader{Name: svc, Class: dnsmessage.ClassINET, TTL: 0}, dnsmessage.PTRResource{PTR: inst}); err != nil {
+			return nil, err
+		}
+	}
+	return b.Finish()
 }
 
 // interfaceAddrs splits the addresses of ifi by family.

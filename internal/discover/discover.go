@@ -360,6 +360,7 @@ func (st *state) close() {
 		st.conn = nil
 	}
 	if st.ann != nil {
+		st.ann.goodbye(st.ifs, st.regs)
 		st.ann.close()
 		st.ann = nil
 	}
@@ -512,6 +513,11 @@ func (s *Service) announce(st *state, tags []string) {
 	}
 	for _, r := range old {
 		st.conn.Unregister(r.instance, ServiceType)
+	}
+	if st.ann != nil {
+		if err := st.ann.goodbye(st.ifs, old); err != nil {
+			s.log.Debug("discovery: withdrawing the previous announcement", "err", err)
+		}
 	}
 	s.mu.Lock()
 	for _, r := range old {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // loopback returns the name of the loopback interface, or skips: the services of a test
@@ -252,4 +254,46 @@ func TestLateDeviceIsHeardUnasked(t *testing.T) {
 	sb.SetPeers([]Peer{{ID: a}})
 	fa.wait(t, 5*time.Second, "a hearing b, which started late", func(f Found) bool { return f.Peer == b })
 	t.Logf("heard %v after b started", time.Since(started).Round(time.Millisecond))
+}
+
+// TestGoodbyeOnClose: a service that stops withdraws its announcement (a PTR record with a
+// TTL of zero), so that browsers drop it at once.
+func TestGoodbyeOnClose(t *testing.T) {
+	lo := loopback(t)
+	ifi, err := net.InterfaceByName(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.ListenMulticastUDP("udp4", ifi, &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353})
+	if err != nil {
+		t.Skipf("joining the mDNS group on %s: %v", lo, err)
+	}
+	defer c.Close()
+	s, err := Start(Options{Self: testID(1), Port: 7601, Interfaces: []string{lo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(s.Announcing()) == 0 && i < 200; i++ {
+		s.SetPeers([]Peer{{ID: testID(2)}})
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	s.Close()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 9000)
+	for {
+		n, _, err := c.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("no goodbye after Close: %v", err)
+		}
+		var m dnsmessage.Message
+		if m.Unpack(buf[:n]) != nil || !m.Header.Response {
+			continue
+		}
+		for _, a := range m.Answers {
+			if a.Header.Type == dnsmessage.TypePTR && a.Header.TTL == 0 && a.Header.Name.String() == ServiceType+".local." {
+				return
+			}
+		}
+	}
 }
