@@ -137,7 +137,7 @@ func TestAnnounceAndLookupTag(t *testing.T) {
 	lo := loopback(t)
 	sa := startService(t, Options{Self: testID(1), Port: 7101, Interfaces: []string{lo}})
 	sb := startService(t, Options{Self: testID(2), Interfaces: []string{lo}})
-	const tag = "rendezvous0123"
+	tag := testTag("rendezvous")
 	withdraw, err := sa.AnnounceTag(tag)
 	if err != nil {
 		t.Fatal(err)
@@ -223,14 +223,15 @@ func TestAnnounceGivenAddress(t *testing.T) {
 	want := netip.MustParseAddr("127.0.0.2")
 	sa := startService(t, Options{Self: testID(1), Port: 7401, Addr: want, Interfaces: []string{lo}})
 	sb := startService(t, Options{Self: testID(2), Interfaces: []string{lo}})
-	withdraw, err := sa.AnnounceTag("givenaddress")
+	tag := testTag("givenaddress")
+	withdraw, err := sa.AnnounceTag(tag)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer withdraw()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	addrs, err := sb.Lookup(ctx, "givenaddress")
+	addrs, err := sb.Lookup(ctx, tag)
 	if err != nil {
 		t.Fatal(err)
 	}
