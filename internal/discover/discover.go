@@ -25,12 +25,28 @@
 // host names with A/AAAA records alone would have needed the port from elsewhere; SRV
 // carries it.
 //
-// How often: pion re-sends the browse question every queryEvery (5 s) while a browse runs;
-// every responder answers it. The browse is restarted every rebrowseEvery (60 s), when the
-// trusted peers change and during a Lookup (each second), so announcements already seen are
-// reported again and keep a peer's address fresh. A device whose addresses change (polled
-// every pollEvery) reopens its sockets and so answers the next question with the new
-// address: a peer that moves is found again within pollEvery + queryEvery.
+// How often: a device announces its registrations unasked (announce.go), twice a second
+// apart, whenever they change (at each epoch, when the trusted peers change) and when its
+// sockets reopen because its addresses changed (compared every pollEvery, 2 s), so a peer
+// that appears or moves is heard within about pollEvery. It asks (a PTR question, which every
+// peerfs device answers) when its sockets open, 1 s and 3 s later, every rebrowseEvery (60 s),
+// at each epoch, when the trusted peers change, and each second while a Lookup waits. Each
+// question restarts the browse, which then reports again the announcements it had reported:
+// that keeps a peer's address fresh, and recovers a lost announcement within a minute.
+//
+// The API, for the daemon's node and for pairing:
+//
+//	Start(Options) (*Service, error)            announce Options.Port, browse; Options.OnFound gets peers heard
+//	(*Service).SetPeers([]Peer)                 the trusted peers (ID, pairing Secret) to announce to and look for
+//	(*Service).AnnounceTag(tag) (withdraw, err) add a rendezvous tag to the announcement until withdraw()
+//	(*Service).Lookup(ctx, tag) ([]netip.AddrPort, error)  wait for another device announcing tag
+//	(*Service).Announcing() []string            the tags announced now
+//	(*Service).Close() error
+//	PeerKey(announcer, browser, secret) []byte, Tag(key, epoch) string, EpochAt(t, d) int64, CheckTag(tag) error
+//
+// A tag for AnnounceTag and Lookup is MinTagLen to MaxTagLen characters of [a-z0-9]; Tag's
+// output is one (TagLen hexadecimal digits), so a rendezvous tag can be Tag(key, 0) with a
+// key derived from the pairing code's nameplate.
 //
 // The package finds addresses; it never dials, and it trusts nothing it hears: a reported
 // address is only a candidate for the TLS handshake, which proves the peer's device ID.
@@ -60,9 +76,6 @@ import (
 
 // Tuning constants.
 const (
-	// queryEvery is how often a running browse asks again: a peer that moved is found
-	// within pollEvery + queryEvery (issue: found again within 10 s).
-	queryEvery = 5 * time.Second
 	// rebrowseEvery restarts the browse so that every announcement is reported again:
 	// shorter than the 2 minutes a node keeps a LAN address after its last report.
 	rebrowseEvery = 60 * time.Second
@@ -112,6 +125,9 @@ type Options struct {
 	OnFound func(Found)
 	// Logger gets what the service does, at debug level; nil discards it.
 	Logger *slog.Logger
+	// Addr, when valid, is the only address announced (a listener bound to one address);
+	// the zero Addr announces, on each interface, an address of that interface.
+	Addr netip.Addr
 	// Interfaces names the interfaces to use; nil means every interface that is up and
 	// multicast-capable, neither loopback nor point-to-point. Tests name "lo".
 	Interfaces []string
@@ -140,6 +156,7 @@ type Service struct {
 		wantEpoch  int64
 		own        map[string]bool // instance names we announce: never reported
 		rebrowse   bool            // restart the browse at the next step
+		reannounce bool            // send the announcement again at the next step
 		closed     bool
 		lastErr    string // last failure to open, logged once
 		announcing []string
@@ -163,7 +180,7 @@ func Start(opts Options) (*Service, error) {
 	s.mu.own = map[string]bool{}
 	s.mu.wantEpoch = EpochAt(opts.Now(), opts.Epoch)
 	s.mu.want = s.wantLocked(s.mu.wantEpoch)
-	go s.run()
+	go s.runLoop()
 	return s, nil
 }
 
@@ -323,10 +340,12 @@ func (s *Service) announceTagsLocked(epoch int64) []string {
 // state is what the run loop owns: the open mDNS connection and what it announces.
 type state struct {
 	conn      *mdns.Conn
-	fp        string // interfaces and addresses conn was opened on
+	ann       *announcer      // nil when its sockets could not be bound
+	ifs       []net.Interface // what conn was opened on
+	fp        string          // interfaces and addresses conn was opened on
 	epoch     int64
-	instances []string // registered instance names
-	tags      []string // announced tags
+	regs      []registration // registered instances
+	tags      []string       // announced tags
 	browse    context.CancelFunc
 	browsedAt time.Time
 }
@@ -340,11 +359,16 @@ func (st *state) close() {
 		st.conn.Close()
 		st.conn = nil
 	}
-	st.instances, st.tags = nil, nil
+	if st.ann != nil {
+		st.ann.goodbye(st.ifs, st.regs)
+		st.ann.close()
+		st.ann = nil
+	}
+	st.regs, st.tags = nil, nil
 }
 
-// run steps at every poll and whenever poked, until Close.
-func (s *Service) run() {
+// runLoop steps at every poll and whenever poked, until Close.
+func (s *Service) runLoop() {
 	defer close(s.loopDone)
 	var st state
 	defer st.close()
@@ -377,8 +401,8 @@ func (s *Service) step(st *state) {
 		s.mu.want = s.wantLocked(epoch)
 	}
 	tags := s.announceTagsLocked(epoch)
-	rebrowse := s.mu.rebrowse
-	s.mu.rebrowse = false
+	rebrowse, reannounce := s.mu.rebrowse, s.mu.reannounce
+	s.mu.rebrowse, s.mu.reannounce = false, false
 	s.mu.Unlock()
 
 	if st.conn == nil || fp != st.fp {
@@ -394,7 +418,10 @@ func (s *Service) step(st *state) {
 			return
 		}
 		s.noteOpen(nil)
-		st.conn = conn
+		st.conn, st.ifs = conn, ifs
+		if st.ann, err = openAnnouncer(); err != nil {
+			s.log.Debug("discovery: peers hear this device when they ask, not before", "err", err)
+		}
 		conn.OnServiceDiscovered(s.heard)
 		s.log.Debug("discovery: listening", "interfaces", len(ifs))
 		rebrowse = true
@@ -408,8 +435,20 @@ func (s *Service) step(st *state) {
 		st.epoch = epoch
 		rebrowse = true
 	}
-	if !slices.Equal(tags, st.tags) || (len(tags) > 0 && st.instances == nil) {
+	if !slices.Equal(tags, st.tags) || (len(tags) > 0 && st.regs == nil) {
 		s.announce(st, tags)
+		if len(st.regs) > 0 {
+			s.sendAnnouncement(st)
+			// Twice, a second apart (RFC 6762 section 8.3): one may be lost.
+			time.AfterFunc(time.Second, func() {
+				s.mu.Lock()
+				s.mu.reannounce = true
+				s.mu.Unlock()
+				s.poke()
+			})
+		}
+	} else if reannounce {
+		s.sendAnnouncement(st)
 	}
 	if rebrowse || st.browse == nil || now.Sub(st.browsedAt) >= rebrowseEvery {
 		if st.browse != nil {
@@ -453,37 +492,54 @@ func (s *Service) noteOpen(err error) {
 // the SRV answer's), which is where browsers take the address from; a direct A or AAAA
 // question for it goes unanswered, which tells nobody anything.
 func (s *Service) announce(st *state, tags []string) {
-	old := st.instances
-	var names []string
+	old := st.regs
+	var regs []registration
 	for chunk := range slices.Chunk(tags, maxTagsPerInstance) {
 		text := make([]mdns.TXTEntry, 0, len(chunk)+1)
 		text = append(text, mdns.NewTXTString("v", "1"))
+		raw := []string{"v=1"}
 		for _, t := range chunk {
 			text = append(text, mdns.NewTXTFlag(t))
+			raw = append(raw, t)
 		}
-		name := randomLabel()
-		svc := mdns.ServiceInstance{Instance: name, Service: ServiceType, Domain: "local", Host: randomLabel() + ".local.",
+		r := registration{instance: randomLabel(), host: randomLabel() + ".local", text: raw}
+		svc := mdns.ServiceInstance{Instance: r.instance, Service: ServiceType, Domain: "local", Host: r.host + ".",
 			Port: s.opts.Port, Text: text}
 		if err := st.conn.Register(svc); err != nil {
 			s.log.Debug("discovery: announcing", "err", err)
 			continue
 		}
-		names = append(names, name)
+		regs = append(regs, r)
 	}
-	for _, name := range old {
-		st.conn.Unregister(name, ServiceType)
+	for _, r := range old {
+		st.conn.Unregister(r.instance, ServiceType)
+	}
+	if st.ann != nil {
+		if err := st.ann.goodbye(st.ifs, old); err != nil {
+			s.log.Debug("discovery: withdrawing the previous announcement", "err", err)
+		}
 	}
 	s.mu.Lock()
-	for _, name := range old {
-		delete(s.mu.own, name)
+	for _, r := range old {
+		delete(s.mu.own, r.instance)
 	}
-	for _, name := range names {
-		s.mu.own[name] = true
+	for _, r := range regs {
+		s.mu.own[r.instance] = true
 	}
 	s.mu.announcing = slices.Clone(tags)
 	s.mu.Unlock()
-	st.instances, st.tags = names, slices.Clone(tags)
+	st.regs, st.tags = regs, slices.Clone(tags)
 	s.log.Debug("discovery: announcing", "tags", len(tags))
+}
+
+// sendAnnouncement sends the registrations unasked (announce.go).
+func (s *Service) sendAnnouncement(st *state) {
+	if st.ann == nil || len(st.regs) == 0 {
+		return
+	}
+	if err := st.ann.send(st.ifs, s.opts.Addr, s.opts.Port, st.regs); err != nil {
+		s.log.Debug("discovery: sending the announcement", "err", err)
+	}
 }
 
 // heard is called by the mDNS connection for each complete announcement of the service type.
@@ -541,13 +597,19 @@ func (s *Service) open(ifs []net.Interface) (*mdns.Conn, error) {
 		return nil, fmt.Errorf("binding the mDNS port 5353: %w", errors.Join(err4, err6))
 	}
 	loopback := slices.ContainsFunc(ifs, func(i net.Interface) bool { return i.Flags&net.FlagLoopback != 0 })
-	conn, err := mdns.NewServer(pc4, pc6,
+	opts := []mdns.ServerOption{
 		mdns.WithName("peerfs"),
 		mdns.WithInterfaces(ifs...),
 		mdns.WithIncludeLoopback(loopback),
-		mdns.WithQueryInterval(queryEvery),
+		// The browse is restarted (and asks) every rebrowseEvery; pion's own repeat, at a
+		// fixed interval with no back-off, never comes first.
+		mdns.WithQueryInterval(2 * rebrowseEvery),
 		mdns.WithLoggerFactory(pionLogs{s.log}),
-	)
+	}
+	if s.opts.Addr.IsValid() {
+		opts = append(opts, mdns.WithLocalAddress(net.IP(s.opts.Addr.AsSlice())))
+	}
+	conn, err := mdns.NewServer(pc4, pc6, opts...)
 	if err != nil {
 		if l4 != nil {
 			l4.Close()

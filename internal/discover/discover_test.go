@@ -3,9 +3,12 @@ package discover
 import (
 	"context"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // loopback returns the name of the loopback interface, or skips: the services of a test
@@ -134,7 +137,7 @@ func TestAnnounceAndLookupTag(t *testing.T) {
 	lo := loopback(t)
 	sa := startService(t, Options{Self: testID(1), Port: 7101, Interfaces: []string{lo}})
 	sb := startService(t, Options{Self: testID(2), Interfaces: []string{lo}})
-	const tag = "rendezvous0123"
+	tag := testTag("rendezvous")
 	withdraw, err := sa.AnnounceTag(tag)
 	if err != nil {
 		t.Fatal(err)
@@ -210,5 +213,88 @@ func TestTagsRotateAcrossEpochs(t *testing.T) {
 	}
 	if len(want) != 1 {
 		t.Errorf("a announces %d tags for one peer, want 1", len(want))
+	}
+}
+
+// TestAnnounceGivenAddress: a device whose listener is bound to one address announces that
+// address, not the interface's first.
+func TestAnnounceGivenAddress(t *testing.T) {
+	lo := loopback(t)
+	want := netip.MustParseAddr("127.0.0.2")
+	sa := startService(t, Options{Self: testID(1), Port: 7401, Addr: want, Interfaces: []string{lo}})
+	sb := startService(t, Options{Self: testID(2), Interfaces: []string{lo}})
+	tag := testTag("givenaddress")
+	withdraw, err := sa.AnnounceTag(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer withdraw()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs, err := sb.Lookup(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addrs[0] != netip.AddrPortFrom(want, 7401) {
+		t.Errorf("found at %v, want %v", addrs, netip.AddrPortFrom(want, 7401))
+	}
+}
+
+// TestLateDeviceIsHeardUnasked: a device that starts after its peer stopped asking is heard at
+// once, by its announcement, not at the peer's next question a minute later.
+func TestLateDeviceIsHeardUnasked(t *testing.T) {
+	lo := loopback(t)
+	a, b := testID(1), testID(2)
+	fa := newFounds()
+	sa := startService(t, Options{Self: a, Port: 7501, OnFound: fa.add, Interfaces: []string{lo}})
+	sa.SetPeers([]Peer{{ID: b}})
+	// Past the questions a asks after opening (1 s and 3 s).
+	time.Sleep(4 * time.Second)
+	started := time.Now()
+	sb := startService(t, Options{Self: b, Port: 7502, Interfaces: []string{lo}})
+	sb.SetPeers([]Peer{{ID: a}})
+	fa.wait(t, 5*time.Second, "a hearing b, which started late", func(f Found) bool { return f.Peer == b })
+	t.Logf("heard %v after b started", time.Since(started).Round(time.Millisecond))
+}
+
+// TestGoodbyeOnClose: a service that stops withdraws its announcement (a PTR record with a
+// TTL of zero), so that browsers drop it at once.
+func TestGoodbyeOnClose(t *testing.T) {
+	lo := loopback(t)
+	ifi, err := net.InterfaceByName(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.ListenMulticastUDP("udp4", ifi, &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353})
+	if err != nil {
+		t.Skipf("joining the mDNS group on %s: %v", lo, err)
+	}
+	defer c.Close()
+	s, err := Start(Options{Self: testID(1), Port: 7601, Interfaces: []string{lo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(s.Announcing()) == 0 && i < 200; i++ {
+		s.SetPeers([]Peer{{ID: testID(2)}})
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	s.Close()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 9000)
+	for {
+		n, _, err := c.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("no goodbye after Close: %v", err)
+		}
+		var m dnsmessage.Message
+		if m.Unpack(buf[:n]) != nil || !m.Header.Response {
+			continue
+		}
+		for _, a := range m.Answers {
+			if a.Header.Type == dnsmessage.TypePTR && a.Header.TTL == 0 && a.Header.Name.String() == ServiceType+".local." {
+				return
+			}
+		}
 	}
 }

@@ -1,15 +1,33 @@
 package discover
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 	"time"
 
 	"github.com/peerfs/peerfs/internal/identity"
 )
 
-func testID(b byte) identity.DeviceID {
+// vectorID is a fixed device ID, for test vectors.
+func vectorID(b byte) identity.DeviceID {
 	return identity.DeviceID(sha256.Sum256([]byte{b}))
+}
+
+// runSalt makes this process's test IDs its own: the services of two test processes on one
+// machine hear each other on the loopback interface, and must not recognise each other.
+var runSalt = rand.Text()
+
+// testTag is a rendezvous tag of this test process.
+func testTag(name string) string {
+	sum := sha256.Sum256([]byte(runSalt + name))
+	return hex.EncodeToString(sum[:8])
+}
+
+// testID is a device ID of this test process.
+func testID(b byte) identity.DeviceID {
+	return identity.DeviceID(sha256.Sum256(append([]byte(runSalt), b)))
 }
 
 func TestTagDirectionsDiffer(t *testing.T) {
@@ -54,7 +72,7 @@ func TestTagRotatesWithEpoch(t *testing.T) {
 // TestTagVector pins the derivation (docs/PROTOCOL.md): a change breaks discovery between
 // versions. The values were computed apart from this code, with Python's hmac and hashlib.
 func TestTagVector(t *testing.T) {
-	a, b := testID(1), testID(2)
+	a, b := vectorID(1), vectorID(2)
 	cases := []struct {
 		secret []byte
 		epoch  int64

@@ -63,20 +63,29 @@ func (n *Node) startDiscovery(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	var port uint16
+	var addr netip.Addr
 	ifs := n.disc.interfaces
 	if n.ln != nil {
 		if a, ok := n.ln.Addr().(*net.TCPAddr); ok {
 			port = uint16(a.Port)
-			// A listener on a loopback address is reached from this machine alone: say so
-			// there only, and send nothing onto the network.
-			if a.IP.IsLoopback() && ifs == nil {
+			switch {
+			case ifs != nil:
+			case a.IP.IsLoopback():
+				// A listener on a loopback address is reached from this machine alone:
+				// say so there only, and send nothing onto the network.
 				ifs = loopbackInterfaces()
+			case !a.IP.IsUnspecified():
+				// A listener on one address: announce that address, on its interface.
+				addr, _ = netip.AddrFromSlice(a.IP)
+				addr = addr.Unmap()
+				ifs = interfacesWith(addr)
 			}
 		}
 	}
 	svc, err := discover.Start(discover.Options{
 		Self:       n.id.ID,
 		Port:       port,
+		Addr:       addr,
 		OnFound:    n.discovered,
 		Logger:     n.log,
 		Interfaces: ifs,
@@ -206,6 +215,23 @@ func loopbackInterfaces() []string {
 	for _, ifi := range ifs {
 		if ifi.Flags&net.FlagLoopback != 0 {
 			names = append(names, ifi.Name)
+		}
+	}
+	return names
+}
+
+// interfacesWith names the interfaces that hold addr; never nil.
+func interfacesWith(addr netip.Addr) []string {
+	names := []string{}
+	ifs, _ := net.Interfaces()
+	for _, ifi := range ifs {
+		addrs, _ := ifi.Addrs()
+		for _, a := range addrs {
+			if p, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(p.IP); ok && ip.Unmap() == addr {
+					names = append(names, ifi.Name)
+				}
+			}
 		}
 	}
 	return names
