@@ -1,5 +1,5 @@
-// Package share is the owner side of a share: it serves one exported folder to peers, answering
-// stat, directory listing, reads and uploads on share-relative paths.
+// Package share is the owner's file system for one exported folder: stat, listings, reads,
+// uploads and in-place changes on share-relative paths, resolved through an os.Root.
 //
 // Every path is validated with wire.CheckPath and then resolved through an os.Root opened on the
 // folder, so a peer can never read, write or stat anything outside it: not with "..", absolute
@@ -8,7 +8,14 @@
 // Dir()), must not touch disk for a write on a read-only share, and must never put the owner's
 // absolute paths into text meant for a peer (see Message).
 //
-// It knows nothing of sessions, peers or the wire format beyond wire.Entry and wire.Errno.
+// It knows nothing of sessions, peers or frames: internal/serve answers a peer's requests and
+// calls it. It speaks the wire's vocabulary for files only (wire.Entry, wire.Errno and the
+// request bodies that describe a change).
+//
+// Files: share.go opens a share and builds its errors; read.go stats, lists and opens for
+// reading; write.go uploads (part files), directories, symlinks and attributes; edit.go files
+// changed in place; namespace.go names removed, renamed and linked; xattr.go extended
+// attributes; watch.go the change feed; errno.go errors to wire codes and peer-facing texts.
 package share
 
 import (
@@ -17,6 +24,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -36,8 +44,10 @@ type Share struct {
 	// as the owner's account may (SetPrivileged).
 	privileged bool
 	root       *os.Root
-	w          watchState  // the peers' change subscriptions (watch.go)
-	hashes     hashCache   // hashes of files sent whole (hashes.go)
+	w          watchState // the peers' change subscriptions (watch.go)
+	// writeLocks serialise WRITEs and SETATTRs of one file, striped by inode number (files
+	// that share a stripe wait for each other too, which costs little): see lockedWrite.
+	writeLocks [256]sync.Mutex
 	parts      partSweeper // abandoned uploads' part files (parts.go)
 	dirSyncs   dirSyncs    // directory syncs after commits (dirsync.go)
 	links      linkState   // hard links allowed and made here (hardlink.go)
@@ -81,7 +91,7 @@ func OpenWith(name, dir string, o Options) (*Share, error) {
 		return nil, fmt.Errorf("share %s: cannot open folder %s: check its permissions: %w", name, abs, err)
 	}
 	learnEscapeError(root)
-	s := &Share{name: name, dir: abs, readOnly: readOnly, root: root, hashes: newHashCache()}
+	s := &Share{name: name, dir: abs, readOnly: readOnly, root: root}
 	s.links.allow = o.AllowHardlinks
 	s.startPartSweeper()
 	return s, nil

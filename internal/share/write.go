@@ -262,7 +262,7 @@ func (s *Share) SetAttr(req wire.SetAttrReq) (wire.ChangeResp, error) {
 	// Like a WRITE, one change of a regular file at a time, bracketed by its state before
 	// (Lstat above, again under the lock) and after.
 	if fi.Mode().IsRegular() {
-		mu := lockFor(entryFromInfo(fi).Ino)
+		mu := s.writeLock(entryFromInfo(fi).Ino)
 		mu.Lock()
 		defer mu.Unlock()
 		if fi, err = s.root.Lstat(rootName(path)); err != nil {

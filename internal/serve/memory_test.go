@@ -1,4 +1,4 @@
-package share
+package serve
 
 import (
 	"encoding/binary"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/share"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -21,7 +22,7 @@ const memoryBound = 256 << 20
 // servePair starts an owner session serving sv on one end of a loopback TCP connection and
 // returns the other end, past the HELLOs, for a test to speak raw frames on. What the owner
 // sends is read and discarded, as a peer that keeps reading its socket would.
-func servePair(t testing.TB, sv *Server) (*rpc.Session, net.Conn) {
+func servePair(t testing.TB, sv *Handler) (*rpc.Session, net.Conn) {
 	t.Helper()
 	peer, owner := loopback.Pair(t)
 	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, MaxFrameLen: wire.MaxFrameLen, Name: "raw"}
@@ -63,12 +64,12 @@ func TestJunkFramesOnServedExchangesBounded(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := Open("s", dir, true)
+	sh, err := share.Open("s", dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sh.Close()
-	sv := &Server{Lookup: func(string) (*Share, bool) { return sh, true }}
+	sv := &Handler{Lookup: func(string) (*share.Share, bool) { return sh, true }}
 	base := rpc.BuffersHeld()
 	s, peer := servePair(t, sv)
 
@@ -133,12 +134,12 @@ func TestCreditStarvedGetsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	sh, err := Open("s", dir, true)
+	sh, err := share.Open("s", dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sh.Close()
-	sv := &Server{Lookup: func(string) (*Share, bool) { return sh, true }}
+	sv := &Handler{Lookup: func(string) (*share.Share, bool) { return sh, true }}
 	base := rpc.BuffersHeld()
 	s, peer := servePair(t, sv)
 	get := wire.GetReq{Share: "s", Path: "big", Window: wire.MinWindow}

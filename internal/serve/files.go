@@ -1,0 +1,257 @@
+package serve
+
+import (
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/peerfs/peerfs/internal/bulk"
+	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/share"
+	"github.com/peerfs/peerfs/internal/wire"
+)
+
+// The requests that move file contents: listings (with small files inlined), ranges, whole
+// files and ranges as push streams, and uploads. They may read or write much and are served
+// on goroutines of their own (routes).
+
+// readdirBatch is the encoded size at which a READDIR reply frame is cut: large enough that a
+// directory of thousands of entries takes few frames, small enough to stream.
+const readdirBatch = 256 << 10
+
+func (h *Handler) readDir(r *rpc.Request, sh *share.Share, req *wire.ReadDirReq) {
+	list, err := sh.ReadDirInline(req.Path, int(req.InlineMax))
+	if err != nil {
+		h.fail(r, err)
+		return
+	}
+	// Cut the listing into frames of about readdirBatch bytes: count, then entries.
+	var batch []byte
+	count := 0
+	flush := func(last bool) error {
+		body := make([]byte, 4, 4+len(batch))
+		body[0], body[1], body[2], body[3] = byte(count>>24), byte(count>>16), byte(count>>8), byte(count)
+		body = append(body, batch...)
+		batch, count = batch[:0], 0
+		if last {
+			return r.Reply(body)
+		}
+		return r.ReplyMore(body)
+	}
+	for i := range list {
+		batch = list[i].AppendTo(batch)
+		count++
+		if len(batch) >= readdirBatch {
+			if err := flush(false); err != nil {
+				return
+			}
+		}
+	}
+	flush(true)
+}
+
+func (h *Handler) read(r *rpc.Request, sh *share.Share, req *wire.ReadReq) {
+	f, _, err := sh.OpenRead(req.Path)
+	if err != nil {
+		h.fail(r, err)
+		return
+	}
+	defer f.Close()
+	buf := rpc.GetBuffer(int(req.Length))
+	n, err := share.ReadAt(f, buf.Payload(), req.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		buf.Release()
+		h.fail(r, err)
+		return
+	}
+	buf.B = buf.B[:wire.HeaderLen+n]
+	r.ReplyBuffer(buf)
+}
+
+// get streams a file: a reader goroutine reads (and hashes) chunks ahead while this
+// goroutine encrypts and sends them within the receiver's credit. The hash of a file sent
+// whole before and unchanged since is not computed again (hashes.go).
+func (h *Handler) get(r *rpc.Request, sh *share.Share, req *wire.GetReq) {
+	f, e, err := sh.OpenRead(req.Path)
+	if err != nil {
+		h.fail(r, err)
+		return
+	}
+	defer f.Close()
+	if req.Offset > e.Size {
+		r.Fail(wire.EINVAL, "offset beyond the end of the file")
+		return
+	}
+	start := time.Now()
+	st, stErr := stateOf(f)
+	sum, known := hashes.lookup(st)
+	known = known && stErr == nil
+	var hasher *blake3.Hasher
+	if !known {
+		hasher = blake3.New()
+		if req.Offset > 0 {
+			if _, err := io.CopyBuffer(hasher, io.NewSectionReader(f, 0, int64(req.Offset)), make([]byte, 1<<20)); err != nil {
+				h.fail(r, err)
+				return
+			}
+		}
+	}
+	out, err := r.Push(e.AppendTo(nil), req.Window)
+	if err != nil {
+		return
+	}
+	var hw io.Writer
+	if hasher != nil {
+		hw = hasher
+	}
+	err = bulk.Send(r.Context(), out, f, req.Offset, e.Size, hw, nil)
+	var rerr *bulk.ReadError
+	if err != nil && !errors.As(err, &rerr) {
+		return // cancelled by the receiver or the link is gone
+	}
+	if err == nil && !sameFile(sh, req.Path, f, &e, st, stErr) {
+		err = bulk.ErrShrank
+	}
+	if err != nil {
+		if errors.Is(err, bulk.ErrShrank) {
+			r.Fail(wire.ErrnoChanged, "the file changed on its owner while it was being sent: pull again")
+		} else {
+			h.fail(r, err)
+		}
+		return
+	}
+	if hasher != nil {
+		hasher.Sum(sum[:0])
+		if stErr == nil {
+			hashes.remember(st, sum, start)
+		}
+	}
+	end := wire.StreamEnd{Size: e.Size, Hash: sum}
+	out.End(end.AppendTo(nil))
+}
+
+// sameFile reports whether the file sent, f, still has the state it had when the send began
+// (st, or e where the state could not be read) and is still the file at path (a final
+// symlink followed, as the open did).
+func sameFile(sh *share.Share, path string, f *os.File, e *wire.Entry, st contentState, stErr error) bool {
+	now, err := sh.StatFollow(path)
+	if err != nil {
+		return false
+	}
+	if now.Size != e.Size || now.MtimeNs != e.MtimeNs || now.Ino != e.Ino {
+		return false
+	}
+	if stErr != nil {
+		return true
+	}
+	after, err := stateOf(f)
+	return err == nil && after == st
+}
+
+// stream pushes a range of a file to a mount reading it sequentially: like get, without the
+// hash. The receiver usually cancels it when its reader stops.
+func (h *Handler) stream(r *rpc.Request, sh *share.Share, req *wire.StreamReq) {
+	f, e, err := sh.OpenRead(req.Path)
+	if err != nil {
+		h.fail(r, err)
+		return
+	}
+	defer f.Close()
+	end := e.Size
+	if req.Offset < end && req.Length < end-req.Offset {
+		end = req.Offset + req.Length
+	}
+	out, err := r.Push(e.AppendTo(nil), req.Window)
+	if err != nil {
+		return
+	}
+	if req.Offset < end {
+		err := bulk.Send(r.Context(), out, f, req.Offset, end, nil, nil)
+		var rerr *bulk.ReadError
+		if err != nil && !errors.As(err, &rerr) {
+			return // cancelled by the receiver or the link is gone
+		}
+		if err != nil {
+			if errors.Is(err, bulk.ErrShrank) {
+				r.Fail(wire.ErrnoChanged, "the file got shorter on its owner while it was read: read it again")
+			} else {
+				h.fail(r, err)
+			}
+			return
+		}
+	}
+	out.End(nil)
+}
+
+// put receives an upload into the part file and commits it once its hash verifies. A part
+// interrupted by the link or the sender stays for a resumed PUT; a corrupt one is removed.
+func (h *Handler) put(r *rpc.Request, sh *share.Share, req *wire.PutReq) {
+	f, offset, err := sh.CreatePart(req.Path, req.Flags&wire.PutResume != 0)
+	if err != nil {
+		h.fail(r, err)
+		return
+	}
+	defer f.Close()
+	hasher := blake3.New()
+	if uint64(offset) > req.Size {
+		if err := f.Truncate(0); err != nil {
+			h.fail(r, err)
+			return
+		}
+		offset = 0
+	}
+	if offset > 0 {
+		if _, err := io.CopyBuffer(hasher, io.NewSectionReader(f, 0, offset), make([]byte, 1<<20)); err != nil {
+			h.fail(r, err)
+			return
+		}
+	}
+	if err := sh.ReservePart(f, req.Path, offset, req.Size); err != nil {
+		h.fail(r, err)
+		return
+	}
+	defer share.ReleasePart(f, req.Size) // what was not filled, unless committed (f closed) first
+	head := wire.PutResp{Offset: uint64(offset), Window: rpc.DefaultWindow}
+	in, err := r.Accept(head.AppendTo(nil), rpc.DefaultWindow)
+	if err != nil {
+		return
+	}
+	defer in.Close()
+	pos, err := bulk.Receive(r.Context(), in, f, hasher, uint64(offset), req.Size, nil)
+	var ferr *bulk.FileError
+	switch {
+	case errors.As(err, &ferr):
+		h.fail(r, ferr.Err)
+		return
+	case errors.Is(err, bulk.ErrOrder):
+		r.Fail(wire.EINVAL, err.Error())
+		return
+	case err != nil:
+		return // sender gone or cancelled: keep the part for a resumed PUT
+	}
+	var end wire.StreamEnd
+	if err := end.Decode(in.End()); err != nil {
+		r.Fail(wire.ErrnoProtocol, err.Error())
+		return
+	}
+	var sum [wire.HashLen]byte
+	hasher.Sum(sum[:0])
+	if end.Size != pos || pos != req.Size || sum != end.Hash {
+		f.Close()
+		sh.RemovePart(req.Path)
+		r.Fail(wire.ErrnoHashMismatch, "upload did not verify (size or BLAKE3 hash differs): send again")
+		return
+	}
+	if err := share.SyncClose(f); err != nil {
+		h.fail(r, err)
+		return
+	}
+	if err := sh.CommitPart(req.Path, req.Mode, time.Unix(0, req.MtimeNs)); err != nil {
+		h.fail(r, err)
+		return
+	}
+	r.ReplyEnd(end.AppendTo(nil))
+}
