@@ -18,17 +18,13 @@ import (
 // files and ranges as push streams, and uploads. They may read or write much and are served
 // on goroutines of their own (routes).
 
-// readdirBatch is the encoded size at which a READDIR reply frame is cut: large enough that a
-// directory of thousands of entries takes few frames, small enough to stream.
-const readdirBatch = 256 << 10
-
 func (h *Handler) readDir(r *rpc.Request, sh *share.Share, req *wire.ReadDirReq) {
 	list, err := sh.ReadDirInline(req.Path, int(req.InlineMax))
 	if err != nil {
 		h.fail(r, err)
 		return
 	}
-	// Cut the listing into frames of about readdirBatch bytes: count, then entries.
+	// Cut the listing into frames of about frameCut bytes: count, then entries.
 	var batch []byte
 	count := 0
 	flush := func(last bool) error {
@@ -44,7 +40,7 @@ func (h *Handler) readDir(r *rpc.Request, sh *share.Share, req *wire.ReadDirReq)
 	for i := range list {
 		batch = list[i].AppendTo(batch)
 		count++
-		if len(batch) >= readdirBatch {
+		if len(batch) >= frameCut {
 			if err := flush(false); err != nil {
 				return
 			}
@@ -53,10 +49,19 @@ func (h *Handler) readDir(r *rpc.Request, sh *share.Share, req *wire.ReadDirReq)
 	flush(true)
 }
 
-func (h *Handler) read(r *rpc.Request, sh *share.Share, req *wire.ReadReq) {
-	f, _, err := sh.OpenRead(req.Path)
+// openRead opens path on sh for reading; on failure it has answered and f is nil.
+func (h *Handler) openRead(r *rpc.Request, sh *share.Share, path string) (f *os.File, e wire.Entry) {
+	f, e, err := sh.OpenRead(path)
 	if err != nil {
 		h.fail(r, err)
+		return nil, e
+	}
+	return f, e
+}
+
+func (h *Handler) read(r *rpc.Request, sh *share.Share, req *wire.ReadReq) {
+	f, _ := h.openRead(r, sh, req.Path)
+	if f == nil {
 		return
 	}
 	defer f.Close()
@@ -75,9 +80,8 @@ func (h *Handler) read(r *rpc.Request, sh *share.Share, req *wire.ReadReq) {
 // goroutine encrypts and sends them within the receiver's credit. The hash of a file sent
 // whole before and unchanged since is not computed again (hashes.go).
 func (h *Handler) get(r *rpc.Request, sh *share.Share, req *wire.GetReq) {
-	f, e, err := sh.OpenRead(req.Path)
-	if err != nil {
-		h.fail(r, err)
+	f, e := h.openRead(r, sh, req.Path)
+	if f == nil {
 		return
 	}
 	defer f.Close()
@@ -89,9 +93,11 @@ func (h *Handler) get(r *rpc.Request, sh *share.Share, req *wire.GetReq) {
 	st, stErr := stateOf(f)
 	sum, known := hashes.lookup(st)
 	known = known && stErr == nil
+	var hw io.Writer // nil: the hash is known
 	var hasher *blake3.Hasher
 	if !known {
 		hasher = blake3.New()
+		hw = hasher
 		if req.Offset > 0 {
 			if _, err := io.CopyBuffer(hasher, io.NewSectionReader(f, 0, int64(req.Offset)), make([]byte, 1<<20)); err != nil {
 				h.fail(r, err)
@@ -103,24 +109,8 @@ func (h *Handler) get(r *rpc.Request, sh *share.Share, req *wire.GetReq) {
 	if err != nil {
 		return
 	}
-	var hw io.Writer
-	if hasher != nil {
-		hw = hasher
-	}
-	err = bulk.Send(r.Context(), out, f, req.Offset, e.Size, hw, nil)
-	var rerr *bulk.ReadError
-	if err != nil && !errors.As(err, &rerr) {
-		return // cancelled by the receiver or the link is gone
-	}
-	if err == nil && !sameFile(sh, req.Path, f, &e, st, stErr) {
-		err = bulk.ErrShrank
-	}
-	if err != nil {
-		if errors.Is(err, bulk.ErrShrank) {
-			r.Fail(wire.ErrnoChanged, "the file changed on its owner while it was being sent: pull again")
-		} else {
-			h.fail(r, err)
-		}
+	still := func() bool { return sameFile(sh, req.Path, f, &e, st, stErr) }
+	if !h.sendRange(r, out, f, req.Offset, e.Size, hw, still, "the file changed on its owner while it was being sent: pull again") {
 		return
 	}
 	if hasher != nil {
@@ -131,6 +121,31 @@ func (h *Handler) get(r *rpc.Request, sh *share.Share, req *wire.GetReq) {
 	}
 	end := wire.StreamEnd{Size: e.Size, Hash: sum}
 	out.End(end.AppendTo(nil))
+}
+
+// sendRange pushes bytes [from, to) of f on out (bulk.Send), hashing them into hw unless it is
+// nil, and then asks still, unless it is nil, whether f is still the file it was. It reports
+// whether all went well; if not, it has answered (ErrnoChanged with the text changed for a
+// file that shrank or changed, the share's error for a failed read), unless the receiver
+// cancelled or the link is gone.
+func (h *Handler) sendRange(r *rpc.Request, out *rpc.OutStream, f *os.File, from, to uint64, hw io.Writer, still func() bool, changed string) bool {
+	err := bulk.Send(r.Context(), out, f, from, to, hw, nil)
+	var rerr *bulk.ReadError
+	switch {
+	case err != nil && !errors.As(err, &rerr):
+		return false // cancelled by the receiver or the link is gone
+	case err == nil && still != nil && !still():
+		err = bulk.ErrShrank
+	}
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, bulk.ErrShrank):
+		r.Fail(wire.ErrnoChanged, changed)
+	default:
+		h.fail(r, err)
+	}
+	return false
 }
 
 // sameFile reports whether the file sent, f, still has the state it had when the send began
@@ -154,9 +169,8 @@ func sameFile(sh *share.Share, path string, f *os.File, e *wire.Entry, st conten
 // stream pushes a range of a file to a mount reading it sequentially: like get, without the
 // hash. The receiver usually cancels it when its reader stops.
 func (h *Handler) stream(r *rpc.Request, sh *share.Share, req *wire.StreamReq) {
-	f, e, err := sh.OpenRead(req.Path)
-	if err != nil {
-		h.fail(r, err)
+	f, e := h.openRead(r, sh, req.Path)
+	if f == nil {
 		return
 	}
 	defer f.Close()
@@ -168,20 +182,8 @@ func (h *Handler) stream(r *rpc.Request, sh *share.Share, req *wire.StreamReq) {
 	if err != nil {
 		return
 	}
-	if req.Offset < end {
-		err := bulk.Send(r.Context(), out, f, req.Offset, end, nil, nil)
-		var rerr *bulk.ReadError
-		if err != nil && !errors.As(err, &rerr) {
-			return // cancelled by the receiver or the link is gone
-		}
-		if err != nil {
-			if errors.Is(err, bulk.ErrShrank) {
-				r.Fail(wire.ErrnoChanged, "the file got shorter on its owner while it was read: read it again")
-			} else {
-				h.fail(r, err)
-			}
-			return
-		}
+	if req.Offset < end && !h.sendRange(r, out, f, req.Offset, end, nil, nil, "the file got shorter on its owner while it was read: read it again") {
+		return
 	}
 	out.End(nil)
 }

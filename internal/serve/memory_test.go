@@ -44,6 +44,17 @@ func servePair(t testing.TB, sv *Handler) (*rpc.Session, net.Conn) {
 	return s, peer
 }
 
+// readOnlyHandler serves dir read-only as the share "s", whatever name a request gives.
+func readOnlyHandler(t testing.TB, dir string) *Handler {
+	t.Helper()
+	sh, err := share.Open("s", dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Close() })
+	return &Handler{Lookup: func(string) (*share.Share, bool) { return sh, true }}
+}
+
 // rawFrame encodes one frame.
 func rawFrame(h wire.Header, body []byte) []byte {
 	b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(body))
@@ -64,14 +75,8 @@ func TestJunkFramesOnServedExchangesBounded(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := share.Open("s", dir, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	sv := &Handler{Lookup: func(string) (*share.Share, bool) { return sh, true }}
 	base := rpc.BuffersHeld()
-	s, peer := servePair(t, sv)
+	s, peer := servePair(t, readOnlyHandler(t, dir))
 
 	const gets, junkPerGet = 128, 250
 	var peak int64
@@ -134,14 +139,8 @@ func TestCreditStarvedGetsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	sh, err := share.Open("s", dir, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	sv := &Handler{Lookup: func(string) (*share.Share, bool) { return sh, true }}
 	base := rpc.BuffersHeld()
-	s, peer := servePair(t, sv)
+	s, peer := servePair(t, readOnlyHandler(t, dir))
 	get := wire.GetReq{Share: "s", Path: "big", Window: wire.MinWindow}
 	for tag := uint32(1); tag <= 2*rpc.MaxInFlight; tag++ {
 		if _, err := peer.Write(rawFrame(wire.Header{Op: wire.OpGet, Tag: tag}, get.AppendTo(nil))); err != nil {

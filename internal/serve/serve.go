@@ -34,6 +34,12 @@ type Handler struct {
 // contents. Larger ones arrive many at a time from a flush and are served in parallel.
 const inlineWrite = 64 << 10
 
+// frameCut is the encoded size at which a READDIR reply or a batch of change events is cut
+// into another frame: large enough that a directory of thousands of entries takes few frames,
+// well under wire.MaxFrameLen so that one entry or event more never overflows a frame, and
+// small enough that a frame leaves without holding up the link's other exchanges.
+const frameCut = 256 << 10
+
 // where says on which goroutine a request is served (rpc.Inliner).
 type where uint8
 

@@ -8,11 +8,6 @@ import (
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// eventsFrame is the encoded size at which a batch is cut into another EVENTS frame, as READDIR
-// replies are cut at readdirBatch: well under wire.MaxFrameLen, so one event more never
-// overflows a frame, and small enough that a frame leaves without holding up other exchanges.
-const eventsFrame = 256 << 10
-
 // watch serves WATCH: an empty head reply with more to follow, then one or more EVENTS frames
 // per batch of changes, until the peer cancels or the link ends. If the share's watcher stops
 // (the share is closed or reopened), the exchange ends with EIO and the peer must watch again;
@@ -53,7 +48,7 @@ func (h *Handler) watch(r *rpc.Request, sh *share.Share, _ *wire.ShareReq) {
 	}
 }
 
-// sendEvents encodes batch as EVENTS bodies of at most about eventsFrame bytes each, in order,
+// sendEvents encodes batch as EVENTS bodies of at most about frameCut bytes each, in order,
 // and passes each to send. buf is scratch space, returned for reuse; a body is valid only
 // during its send.
 func sendEvents(batch []wire.Event, buf []byte, send func(body []byte) error) ([]byte, error) {
@@ -64,7 +59,7 @@ func sendEvents(batch []wire.Event, buf []byte, send func(body []byte) error) ([
 	var one []byte
 	for i := range batch {
 		one = (&wire.Events{List: batch[i : i+1]}).AppendTo(one[:0])
-		if count > 0 && len(body)+len(one)-4 > eventsFrame {
+		if count > 0 && len(body)+len(one)-4 > frameCut {
 			binary.BigEndian.PutUint32(body, uint32(count))
 			if err := send(body); err != nil {
 				return body, err

@@ -27,8 +27,8 @@ func TestSendEventsSplits(t *testing.T) {
 	frames := 0
 	scratch, err := sendEvents(batch, nil, func(body []byte) error {
 		frames++
-		if len(body) > eventsFrame {
-			t.Fatalf("EVENTS body of %d bytes, limit %d", len(body), eventsFrame)
+		if len(body) > frameCut {
+			t.Fatalf("EVENTS body of %d bytes, limit %d", len(body), frameCut)
 		}
 		var m wire.Events
 		if err := m.Decode(body); err != nil {

@@ -18,11 +18,8 @@ import (
 // unlinkat relative to its parent directory opened through os.Root (see openParent).
 func (s *Share) Unlink(path string) error {
 	const op = "unlink"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkWriteName(op, path, "the share root is a directory", syscall.EISDIR); err != nil {
 		return err
-	}
-	if path == "" {
-		return fail(op, path, errnoErr("the share root is a directory", syscall.EISDIR))
 	}
 	return s.unlinkAt(op, path, 0)
 }
@@ -32,11 +29,8 @@ func (s *Share) Unlink(path string) error {
 // answers for a mount point).
 func (s *Share) Rmdir(path string) error {
 	const op = "rmdir"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkWriteName(op, path, "the share root cannot be removed", syscall.EBUSY); err != nil {
 		return err
-	}
-	if path == "" {
-		return fail(op, path, errnoErr("the share root cannot be removed", syscall.EBUSY))
 	}
 	defer s.w.release(path)() // a watch's handle would keep the directory pending on Windows
 	return s.unlinkAt(op, path, atRemoveDir)
@@ -165,11 +159,8 @@ func (s *Share) Link(from, to string) (wire.Entry, error) {
 // the owner's system's to allow.
 func (s *Share) Mknod(path string, mode uint32, rdev uint64) (wire.Entry, error) {
 	const op = "mknod"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkWriteName(op, path, "the share root exists", syscall.EEXIST); err != nil {
 		return wire.Entry{}, err
-	}
-	if path == "" {
-		return wire.Entry{}, fail(op, path, errnoErr("the share root exists", syscall.EEXIST))
 	}
 	// POSIX's type and mode bits, the same on Linux, macOS and the BSDs (mknodAt's systems).
 	const (

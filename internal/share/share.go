@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -191,6 +192,18 @@ func (s *Share) checkWrite(op, path string) error {
 	}
 	if s.readOnly {
 		return &opError{op: op, path: path, err: &readOnlyError{share: s.name}}
+	}
+	return nil
+}
+
+// checkWriteName is checkWrite for a change of the name path, which the share root cannot
+// take: there it fails with errno, as a local file system answers, and why.
+func (s *Share) checkWriteName(op, path, why string, errno syscall.Errno) error {
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fail(op, path, errnoErr(why, errno))
 	}
 	return nil
 }

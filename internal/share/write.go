@@ -86,11 +86,8 @@ func (s *Share) resumePart(op, path, part string, fi fs.FileInfo) (*os.File, int
 // durable under its name when CommitPart returns. A directory at path is refused with EISDIR; so is a part that is not a regular file.
 func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	const op = "commit"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkWriteName(op, path, "the share root cannot be replaced", syscall.EISDIR); err != nil {
 		return err
-	}
-	if path == "" {
-		return fail(op, path, errnoErr("the share root cannot be replaced", syscall.EISDIR))
 	}
 	part := partName(path)
 	fi, err := s.root.Lstat(part)
@@ -127,11 +124,8 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 // gone either way. A directory under the part name is left alone (EISDIR).
 func (s *Share) RemovePart(path string) error {
 	const op = "remove part"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkWriteName(op, path, "the share root has no upload part", syscall.EISDIR); err != nil {
 		return err
-	}
-	if path == "" {
-		return fail(op, path, errnoErr("the share root has no upload part", syscall.EISDIR))
 	}
 	part := partName(path)
 	fi, err := s.root.Lstat(part)

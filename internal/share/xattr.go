@@ -144,18 +144,7 @@ func (s *Share) SetXattr(path, name string, value []byte, flags uint32) error {
 	if len(value) > wire.MaxXattrValue {
 		return fail(op, path, errnoErr("attribute value too large", syscall.E2BIG))
 	}
-	f, err := s.openXattr(op, path)
-	if errors.Is(err, errNoXattrs) {
-		return fail(op, path, errnoErr(errNoXattrs.Error(), syscall.EPERM))
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := setXattr(f, name, value, flags); err != nil {
-		return fail(op, path, err)
-	}
-	return nil
+	return s.changeXattr(op, path, func(f *os.File) error { return setXattr(f, name, value, flags) })
 }
 
 // RemoveXattr removes the extended attribute name ("user." namespace only) of path; a missing
@@ -168,6 +157,13 @@ func (s *Share) RemoveXattr(path, name string) error {
 	if err := checkXattrName(op, path, name); err != nil {
 		return err
 	}
+	return s.changeXattr(op, path, func(f *os.File) error { return removeXattr(f, name) })
+}
+
+// changeXattr opens path (valid, checked writable) for a change of its extended attributes
+// and makes it with change. A symlink or special file has none to change: EPERM, as Linux
+// answers for a user attribute there.
+func (s *Share) changeXattr(op, path string, change func(f *os.File) error) error {
 	f, err := s.openXattr(op, path)
 	if errors.Is(err, errNoXattrs) {
 		return fail(op, path, errnoErr(errNoXattrs.Error(), syscall.EPERM))
@@ -176,7 +172,7 @@ func (s *Share) RemoveXattr(path, name string) error {
 		return err
 	}
 	defer f.Close()
-	if err := removeXattr(f, name); err != nil {
+	if err := change(f); err != nil {
 		return fail(op, path, err)
 	}
 	return nil
