@@ -12,6 +12,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/transfer"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -301,15 +302,8 @@ func apiError(err error, what string) error {
 		code = api.CodePermission
 	case errors.Is(err, fs.ErrNotExist):
 		code = api.CodeNotFound
-	case errors.Is(err, wire.ErrPathRefused), isEscape(err):
+	case errors.Is(err, wire.ErrPathRefused), rootfs.IsEscape(err):
 		code = api.CodePathRefused
 	}
 	return api.Errorf(code, "%s: %v%s", what, err, hint)
-}
-
-// isEscape reports an os.Root refusal on the local side (a symlink or name leading out of the
-// destination). os.Root reports it as a *PathError whose text is "path escapes from parent".
-func isEscape(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
 }

@@ -3,64 +3,14 @@ package share
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/peerfs/peerfs/internal/prealloc"
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
-
-// os.Root refuses a name that leaves the root ("/x", too many "..", or a symlink whose target
-// does either) with an unexported sentinel, os.errPathEscapes ("path escapes from parent"),
-// wrapped in *os.PathError or *os.LinkError. Go exports no name for it and no syscall.Errno
-// stands behind it, so the value itself is captured: every Root refuses "/" with that sentinel
-// before making any system call, and Open asks its new Root once. errors.Is then matches the
-// exact value wherever it is wrapped; TestEscapeErrorLearned fails if a Go release changes this.
-var escapeErr atomic.Pointer[error]
-
-// escapeText is the sentinel's text, used only if no Share has been opened yet in this process
-// (so no escape can have come from one) and only against an error's innermost cause.
-const escapeText = "path escapes from parent"
-
-// learnEscapeError captures os.Root's escape sentinel from r, once per process.
-func learnEscapeError(r *os.Root) {
-	if escapeErr.Load() != nil {
-		return
-	}
-	_, err := r.Lstat("/")
-	var pe *os.PathError
-	if !errors.As(err, &pe) || pe.Err == nil {
-		return
-	}
-	// Refuse to learn anything that would swallow ordinary errors: an errno or another
-	// exported value would turn real failures into refusals.
-	var errno syscall.Errno
-	sentinel := pe.Err
-	if errors.As(sentinel, &errno) || !strings.Contains(sentinel.Error(), "escape") {
-		return
-	}
-	escapeErr.CompareAndSwap(nil, &sentinel)
-}
-
-// isEscape reports whether err is os.Root refusing a name that leads outside the root.
-func isEscape(err error) bool {
-	if err == nil {
-		return false
-	}
-	if p := escapeErr.Load(); p != nil {
-		return errors.Is(err, *p)
-	}
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error() == escapeText
-		}
-		err = next
-	}
-}
 
 // Errno maps an error from this package (or any OS error) to the code sent to the peer. It is
 // the one place where OS errors become wire codes. nil maps to 0.
@@ -73,7 +23,7 @@ func Errno(err error) wire.Errno {
 	if errors.Is(err, ErrReadOnly) {
 		return wire.EROFS
 	}
-	if errors.Is(err, wire.ErrPathRefused) || isEscape(err) {
+	if errors.Is(err, wire.ErrPathRefused) || rootfs.IsEscape(err) {
 		return wire.ErrnoPathRefused
 	}
 	var errno syscall.Errno

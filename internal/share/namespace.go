@@ -5,6 +5,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -56,7 +57,7 @@ func (s *Share) unlinkAt(op, path string, flags int) error {
 // with the pair do not follow it, so they can reach nothing but an entry of that directory.
 // The caller closes the directory.
 func (s *Share) openParent(op, path string) (*os.File, string, error) {
-	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|oDirectory, 0)
+	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|rootfs.ODirectory, 0)
 	if err != nil {
 		return nil, "", fail(op, path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -51,7 +52,7 @@ func (s *Share) ReadDir(path string) ([]wire.Entry, error) {
 	}
 	// O_DIRECTORY makes the kernel refuse a non-directory (ENOTDIR) before opening it, so a FIFO
 	// or device under the name is never opened.
-	d, err := s.root.OpenFile(rootName(path), os.O_RDONLY|oDirectory, 0)
+	d, err := s.root.OpenFile(rootName(path), os.O_RDONLY|rootfs.ODirectory, 0)
 	if err != nil {
 		return nil, fail(op, path, err)
 	}
@@ -233,7 +234,7 @@ func (s *Share) inline(path string, e *wire.Entry, max int) {
 // share's folder. Bsize is the unit of the block counts.
 func (s *Share) Statfs() (wire.Statfs, error) {
 	const op = "statfs"
-	d, err := s.root.OpenFile(".", os.O_RDONLY|oDirectory, 0)
+	d, err := s.root.OpenFile(".", os.O_RDONLY|rootfs.ODirectory, 0)
 	if err != nil {
 		return wire.Statfs{}, fail(op, "", err)
 	}

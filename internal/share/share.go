@@ -27,12 +27,9 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
-
-// partSuffix ends the name of an upload's temporary file; the full name is ".<base>.peerfs-part",
-// hidden and beside the final name so the commit is a rename within one directory.
-const partSuffix = ".peerfs-part"
 
 // Share is one exported folder. It is safe for concurrent use: its fields never change after
 // Open and os.Root serialises nothing but its own reference count; w guards its own state.
@@ -91,7 +88,6 @@ func OpenWith(name, dir string, o Options) (*Share, error) {
 	if err != nil {
 		return nil, fmt.Errorf("share %s: cannot open folder %s: check its permissions: %w", name, abs, err)
 	}
-	learnEscapeError(root)
 	s := &Share{name: name, dir: abs, readOnly: readOnly, root: root}
 	s.links.allow = o.AllowHardlinks
 	s.startPartSweeper()
@@ -170,7 +166,7 @@ func displayPath(p string) string {
 // fail wraps err with the operation and path, turning an os.Root escape into a refusal so that
 // callers and Errno see ErrPathRefused.
 func fail(op, path string, err error) error {
-	if isEscape(err) {
+	if rootfs.IsEscape(err) {
 		err = &refusal{why: "path refused: it leads outside the share", err: err}
 	}
 	return &opError{op: op, path: path, err: err}
@@ -222,7 +218,7 @@ func join(dir, name string) string { return wire.Join(dir, name) }
 // partName returns the temporary upload name for path: ".<base>.peerfs-part" in the same
 // directory. path must be valid and not the root.
 func partName(path string) string {
-	return join(parentDir(path), "."+baseName(path)+partSuffix)
+	return rootfs.PartName(parentDir(path), baseName(path))
 }
 
 // errnoErr wraps a bare errno so it reads as a system error and maps through Errno.

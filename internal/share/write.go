@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -178,7 +179,7 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 
 // exactDirMode gives the directory at path, just made, the permission bits perm (exactMode).
 func (s *Share) exactDirMode(path string, perm fs.FileMode) error {
-	d, err := s.root.OpenFile(path, os.O_RDONLY|oDirectory|oNoFollow, 0)
+	d, err := s.root.OpenFile(path, os.O_RDONLY|rootfs.ODirectory|rootfs.ONoFollow, 0)
 	if err != nil {
 		return err
 	}
@@ -378,7 +379,7 @@ func (s *Share) truncate(op, path string, fi fs.FileInfo, size uint64) error {
 // nothing outside the share is reached. Where the system cannot set a link's times, it does
 // nothing.
 func (s *Share) lutimes(path string, atime, mtime time.Time) error {
-	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|oDirectory, 0)
+	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|rootfs.ODirectory, 0)
 	if err != nil {
 		return err
 	}

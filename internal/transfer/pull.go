@@ -17,6 +17,7 @@ import (
 	"github.com/peerfs/peerfs/internal/bulk"
 	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -257,8 +258,8 @@ var errRetryFresh = errors.New("resumed copy did not verify")
 
 func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume bool) ([]byte, error) {
 	dir, base := path.Split(local)
-	part := partName(path.Clean(dir), base)
-	f, err := p.root.OpenFile(part, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
+	part := rootfs.PartName(path.Clean(dir), base)
+	f, err := p.root.OpenFile(part, os.O_RDWR|os.O_CREATE|rootfs.ONoFollow, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -361,15 +362,7 @@ func (p *puller) renamed(dir string) error {
 // syncDir syncs the directory dir (relative to root) to stable storage, so the names in it
 // survive a power cut.
 func syncDir(root *os.Root, dir string) error {
-	d, err := root.OpenFile(dir, os.O_RDONLY|oDirectory, 0)
-	if err != nil {
-		return err
-	}
-	err = syncDirFile(d)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := rootfs.SyncDir(root, dir); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil

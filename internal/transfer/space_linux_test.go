@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -33,7 +34,7 @@ func randomFile(t *testing.T, path string, size int, seed uint64) []byte {
 func noParts(t *testing.T, dir string) {
 	t.Helper()
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, partSuffix) {
+		if err == nil && strings.HasSuffix(p, rootfs.PartSuffix) {
 			t.Errorf("part file left behind: %s", p)
 		}
 		return nil
@@ -124,7 +125,7 @@ func sendIntoFullShare(t *testing.T, kind string) {
 	// The owner writes what it took off the link before the abort and drops the frames still
 	// queued, so the part file holds at most the 1 MiB sent; what matters is that the 16 MiB
 	// reservation is given back.
-	part := filepath.Join(dst, ".gone.bin"+partSuffix)
+	part := filepath.Join(dst, ".gone.bin"+rootfs.PartSuffix)
 	var st syscall.Stat_t
 	if !waitFor(func() bool {
 		return syscall.Stat(part, &st) == nil && st.Size <= 1<<20 && st.Blocks*512 <= 2<<20

@@ -35,8 +35,6 @@ const (
 	DefaultConcurrency = 16
 	// progressEvery is how often OnProgress is called during a transfer.
 	progressEvery = 200 * time.Millisecond
-	// partSuffix marks a file still being received.
-	partSuffix = ".peerfs-part"
 )
 
 // Errors callers branch on.
@@ -166,12 +164,4 @@ func remoteErrno(err error) wire.Errno {
 		return re.Code
 	}
 	return 0
-}
-
-// partName returns the temporary name of rel while it is being received.
-func partName(dir, base string) string {
-	if dir == "" || dir == "." {
-		return "." + base + partSuffix
-	}
-	return dir + "/." + base + partSuffix
 }
