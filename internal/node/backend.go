@@ -151,52 +151,63 @@ func toAPIEntry(e wire.Entry) api.Entry {
 
 // Pull copies a file or tree of a peer's share to a local path.
 func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event)) (*api.TransferResult, error) {
-	if !filepath.IsAbs(a.Dest) {
-		return nil, api.Errorf(api.CodeInvalid, "destination %q must be an absolute path", a.Dest)
-	}
-	if err := wire.CheckPath(a.Path); err != nil {
-		return nil, api.Errorf(api.CodePathRefused, "%v", err)
-	}
-	p, sess, u, err := n.use(ctx, a.Peer)
-	defer u.done()
+	spec, res, err := n.direct(ctx, directJob{kind: "pull", verb: "pull", peer: a.Peer, share: a.Share,
+		remotePath: a.Path, local: a.Dest, localRole: "destination", emit: emit,
+		run: func(ctx context.Context, p remote.Peer, o transfer.Options) (*transfer.Result, error) {
+			return transfer.Pull(ctx, p, a.Share, a.Path, a.Dest, o)
+		}})
 	if err != nil {
 		return nil, err
-	}
-	spec := a.Peer + ":" + a.Share + "/" + a.Path
-	done := n.track(p, "pull", spec, a.Dest, emit)
-	res, err := transfer.Pull(ctx, remote.Peer{S: sess}, a.Share, a.Path, a.Dest, transfer.Options{
-		OnProgress: done.progress, Logger: n.log})
-	done.finish(err)
-	if err != nil {
-		return nil, apiError(err, "pull "+spec)
 	}
 	return toAPIResult(spec, res), nil
 }
 
 // Send copies a local file or tree into a directory of a peer's share.
 func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event)) (*api.TransferResult, error) {
-	if !filepath.IsAbs(a.Source) {
-		return nil, api.Errorf(api.CodeInvalid, "source %q must be an absolute path", a.Source)
-	}
-	if err := wire.CheckPath(a.Dir); err != nil {
-		return nil, api.Errorf(api.CodePathRefused, "%v", err)
-	}
-	p, sess, u, err := n.use(ctx, a.Peer)
-	defer u.done()
+	_, res, err := n.direct(ctx, directJob{kind: "send", verb: "send to", peer: a.Peer, share: a.Share,
+		remotePath: a.Dir, local: a.Source, localRole: "source", emit: emit,
+		run: func(ctx context.Context, p remote.Peer, o transfer.Options) (*transfer.Result, error) {
+			return transfer.Send(ctx, p, a.Source, a.Share, a.Dir, o)
+		}})
 	if err != nil {
 		return nil, err
-	}
-	spec := a.Peer + ":" + a.Share + "/" + a.Dir
-	done := n.track(p, "send", spec, a.Source, emit)
-	res, err := transfer.Send(ctx, remote.Peer{S: sess}, a.Source, a.Share, a.Dir, transfer.Options{
-		OnProgress: done.progress, Logger: n.log})
-	done.finish(err)
-	if err != nil {
-		return nil, apiError(err, "send to "+spec)
 	}
 	out := toAPIResult(a.Source, res)
 	out.Dest = a.Peer + ":" + a.Share + "/" + res.Dest
 	return out, nil
+}
+
+// directJob is a pull or a send as the API asked for it.
+type directJob struct {
+	kind, verb              string // as status lists it ("pull"), as errors name it ("send to")
+	peer, share, remotePath string
+	local, localRole        string // the local path, which must be absolute, and what it is
+	emit                    func(api.Event)
+	run                     func(context.Context, remote.Peer, transfer.Options) (*transfer.Result, error)
+}
+
+// direct checks the job's paths, runs it over a link to its peer, listed in status and
+// reported through emit, and returns the remote side as the user names it ("peer:share/path").
+func (n *Node) direct(ctx context.Context, j directJob) (string, *transfer.Result, error) {
+	if !filepath.IsAbs(j.local) {
+		return "", nil, api.Errorf(api.CodeInvalid, "%s %q must be an absolute path", j.localRole, j.local)
+	}
+	if err := wire.CheckPath(j.remotePath); err != nil {
+		return "", nil, api.Errorf(api.CodePathRefused, "%v", err)
+	}
+	p, sess, u, err := n.use(ctx, j.peer)
+	defer u.done()
+	if err != nil {
+		return "", nil, err
+	}
+	spec := j.peer + ":" + j.share + "/" + j.remotePath
+	done := n.track(p, j.kind, spec, j.local, j.emit)
+	res, err := j.run(ctx, remote.Peer{S: sess}, transfer.Options{OnProgress: done.progress, Logger: n.log})
+	done.finish(err)
+	if err != nil {
+		return "", nil, apiError(err, j.verb+" "+spec)
+	}
+	return spec, res, nil
 }
 
 func toAPIResult(source string, r *transfer.Result) *api.TransferResult {
