@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/zeebo/blake3"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/peerfs/peerfs/internal/bulk"
 	"github.com/peerfs/peerfs/internal/remote"
@@ -71,24 +70,16 @@ type sendJob struct {
 }
 
 func (s *sender) tree(ctx context.Context, localDir, remoteDir string, fi fs.FileInfo) error {
-	g, gctx := errgroup.WithContext(ctx)
-	jobs := make(chan sendJob, 256)
-	for range s.opts.Concurrency {
-		g.Go(func() error {
-			for j := range jobs {
-				if _, err := s.file(gctx, j.local, j.remote, j.info, j.have); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
 	var dirs []sendJob
-	g.Go(func() error {
-		defer close(jobs)
-		return s.walk(gctx, localDir, remoteDir, fi, jobs, &dirs)
-	})
-	if err := g.Wait(); err != nil {
+	err := inParallel(ctx, s.opts.Concurrency,
+		func(ctx context.Context, jobs chan<- sendJob) error {
+			return s.walk(ctx, localDir, remoteDir, fi, jobs, &dirs)
+		},
+		func(ctx context.Context, j sendJob) error {
+			_, err := s.file(ctx, j.local, j.remote, j.info, j.have)
+			return err
+		})
+	if err != nil {
 		return err
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {

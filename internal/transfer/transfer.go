@@ -14,6 +14,7 @@
 package transfer
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -36,6 +38,33 @@ const (
 	// progressEvery is how often OnProgress is called during a transfer.
 	progressEvery = 200 * time.Millisecond
 )
+
+// queuedFiles is how many files a tree's walk may find ahead of the workers copying them.
+const queuedFiles = 256
+
+// inParallel runs walk, which passes the files of a tree it finds to jobs, beside workers
+// goroutines that take each and copy it with copyOne, until the walk has ended and every
+// file is copied, or the first error, which cancels the ctx both were given and is returned.
+func inParallel[J any](ctx context.Context, workers int,
+	walk func(ctx context.Context, jobs chan<- J) error, copyOne func(ctx context.Context, j J) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan J, queuedFiles)
+	for range workers {
+		g.Go(func() error {
+			for j := range jobs {
+				if err := copyOne(ctx, j); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(jobs)
+		return walk(ctx, jobs)
+	})
+	return g.Wait()
+}
 
 // Errors callers branch on.
 var (
