@@ -66,7 +66,7 @@ func rawFrame(h wire.Header, body []byte) []byte {
 // TestJunkFramesOnServedExchangesBounded is the memory attack of a trusted peer: 128 GETs
 // that stay open (a window smaller than the file, never more credit), each followed by frames
 // a GET does not expect, of 65,525 bytes: just too long for a 64 KiB buffer, so each one takes a
-// bulk buffer of 1.125 MiB. The owner must refuse the first of them (CLOSE with PROTOCOL), hold
+// chunk buffer of 1.125 MiB. The owner must refuse the first of them (CLOSE with PROTOCOL), hold
 // no more than memoryBound in frame buffers at any point, and give back every buffer once
 // the link is closed.
 func TestJunkFramesOnServedExchangesBounded(t *testing.T) {
@@ -128,7 +128,7 @@ func TestJunkFramesOnServedExchangesBounded(t *testing.T) {
 
 // TestCreditStarvedGetsBounded: 128 GETs of a large file with the smallest window and never a
 // CREDIT. Each GET sends its window and then waits; what it reads ahead meanwhile must come out
-// of the link's read-ahead budget, not 4 chunks more per GET (128 × 6 bulk buffers was 864 MiB).
+// of the link's read-ahead budget, not 4 chunks more per GET (128 × 6 chunk buffers was 864 MiB).
 func TestCreditStarvedGetsBounded(t *testing.T) {
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "big"))
