@@ -1,10 +1,11 @@
 // Package sharetest is the owner side's test kit: a folder to share beside a canary folder
 // that must stay untouched, snapshots to prove it did, and a request handler served over a
-// real loopback TCP connection as a peer reaches it. It imports neither share nor serve, so
+// real loopback TCP connection under TLS, as a peer reaches it. It imports neither share nor serve, so
 // the tests of both, and of transfer, use it. Tests only.
 package sharetest
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/transport"
 	"github.com/peerfs/peerfs/internal/watch"
 )
 
@@ -163,23 +166,46 @@ func SameSnapshot(t testing.TB, what string, before, after map[string]FileState)
 }
 
 // Serve answers requests with h (the owner's handler) on one end of a real loopback TCP
-// connection and returns the other end's client, as a peer sees the owner. Both sessions close
-// when the test ends.
+// connection, under TLS 1.3 between two new identities as between two devices, and returns
+// the other end's client, as a peer sees the owner. Both sessions close when the test ends.
 func Serve(t testing.TB, h rpc.Handler) remote.Peer {
 	t.Helper()
 	ca, cb := loopback.Pair(t)
+	peerID, ownerID := newIdentity(t), newIdentity(t)
+	trust := func(ids ...identity.DeviceID) func() []identity.DeviceID {
+		return func() []identity.DeviceID { return ids }
+	}
+	ctx := context.Background()
 	var sb *rpc.Session
 	var errb error
 	done := make(chan struct{})
 	go func() {
-		sb, errb = rpc.New(cb, rpc.Options{Name: "owner", Handler: h})
-		close(done)
+		defer close(done)
+		tc, err := transport.Server(ctx, cb, &transport.Config{Identity: ownerID, Trusted: trust(peerID.ID)})
+		if err != nil {
+			errb = err
+			return
+		}
+		sb, errb = rpc.New(tc, rpc.Options{Name: "owner", Handler: h})
 	}()
-	sa, err := rpc.New(ca, rpc.Options{Name: "peer"})
+	tc, err := transport.Client(ctx, ca, &transport.Config{Identity: peerID, Trusted: trust(ownerID.ID)}, ownerID.ID)
+	var sa *rpc.Session
+	if err == nil {
+		sa, err = rpc.New(tc, rpc.Options{Name: "peer"})
+	}
 	<-done
 	if err != nil || errb != nil {
-		t.Fatalf("rpc.New: %v / %v", err, errb)
+		t.Fatalf("link: %v / %v", err, errb)
 	}
 	t.Cleanup(func() { sa.Close(nil); sb.Close(nil) })
 	return remote.Peer{S: sa}
+}
+
+func newIdentity(t testing.TB) *identity.Identity {
+	t.Helper()
+	id, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

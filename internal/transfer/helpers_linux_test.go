@@ -9,28 +9,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/peerfs/peerfs/internal/remote"
-	"github.com/peerfs/peerfs/internal/serve"
-	"github.com/peerfs/peerfs/internal/share"
-	"github.com/peerfs/peerfs/internal/sharetest"
-	"github.com/peerfs/peerfs/internal/wire"
 )
-
-// servePeer opens dir as the share name and serves it over a real loopback TCP connection
-// (sharetest.Serve); it returns the client side, as a peer sees the share.
-func servePeer(t testing.TB, name, dir string) remote.Peer {
-	t.Helper()
-	sh, err := share.Open(name, dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sh.Close() })
-	return sharetest.Serve(t, &serve.Handler{
-		Lookup: func(n string) (*share.Share, bool) { return sh, n == name },
-		List:   func() []wire.ShareInfo { return []wire.ShareInfo{{Name: name}} },
-	})
-}
 
 // fsKinds are the file systems the full-disk tests run on: ext4 keeps what a failed fallocate
 // allocated and holds 5% of its blocks for root; tmpfs honours fallocate and keeps nothing back.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -28,17 +27,6 @@ func randomFile(t *testing.T, path string, size int, seed uint64) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// noParts fails if a part file is left anywhere under dir.
-func noParts(t *testing.T, dir string) {
-	t.Helper()
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, rootfs.PartSuffix) {
-			t.Errorf("part file left behind: %s", p)
-		}
-		return nil
-	})
 }
 
 // checkNoSpace fails unless err is a clear ENOSPC: its text says how much was needed and how
