@@ -151,11 +151,7 @@ func toAPIEntry(e wire.Entry) api.Entry {
 
 // Pull copies a file or tree of a peer's share to a local path.
 func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event)) (*api.TransferResult, error) {
-	spec, res, err := n.direct(ctx, directJob{kind: "pull", verb: "pull", peer: a.Peer, share: a.Share,
-		remotePath: a.Path, local: a.Dest, localRole: "destination", emit: emit,
-		run: func(ctx context.Context, p remote.Peer, o transfer.Options) (*transfer.Result, error) {
-			return transfer.Pull(ctx, p, a.Share, a.Path, a.Dest, o)
-		}})
+	spec, res, err := n.direct(ctx, directJob{pull: true, peer: a.Peer, share: a.Share, remotePath: a.Path, local: a.Dest}, emit)
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +160,7 @@ func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event))
 
 // Send copies a local file or tree into a directory of a peer's share.
 func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event)) (*api.TransferResult, error) {
-	_, res, err := n.direct(ctx, directJob{kind: "send", verb: "send to", peer: a.Peer, share: a.Share,
-		remotePath: a.Dir, local: a.Source, localRole: "source", emit: emit,
-		run: func(ctx context.Context, p remote.Peer, o transfer.Options) (*transfer.Result, error) {
-			return transfer.Send(ctx, p, a.Source, a.Share, a.Dir, o)
-		}})
+	_, res, err := n.direct(ctx, directJob{peer: a.Peer, share: a.Share, remotePath: a.Dir, local: a.Source}, emit)
 	if err != nil {
 		return nil, err
 	}
@@ -179,18 +171,20 @@ func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event))
 
 // directJob is a pull or a send as the API asked for it.
 type directJob struct {
-	kind, verb              string // as status lists it ("pull"), as errors name it ("send to")
+	pull                    bool // else a send
 	peer, share, remotePath string
-	local, localRole        string // the local path, which must be absolute, and what it is
-	emit                    func(api.Event)
-	run                     func(context.Context, remote.Peer, transfer.Options) (*transfer.Result, error)
+	local                   string // the pull's destination or the send's source, absolute
 }
 
 // direct checks the job's paths, runs it over a link to its peer, listed in status and
 // reported through emit, and returns the remote side as the user names it ("peer:share/path").
-func (n *Node) direct(ctx context.Context, j directJob) (string, *transfer.Result, error) {
+func (n *Node) direct(ctx context.Context, j directJob, emit func(api.Event)) (string, *transfer.Result, error) {
+	kind, verb, role := "send", "send to", "source"
+	if j.pull {
+		kind, verb, role = "pull", "pull", "destination"
+	}
 	if !filepath.IsAbs(j.local) {
-		return "", nil, api.Errorf(api.CodeInvalid, "%s %q must be an absolute path", j.localRole, j.local)
+		return "", nil, api.Errorf(api.CodeInvalid, "%s %q must be an absolute path", role, j.local)
 	}
 	if err := wire.CheckPath(j.remotePath); err != nil {
 		return "", nil, api.Errorf(api.CodePathRefused, "%v", err)
@@ -201,11 +195,17 @@ func (n *Node) direct(ctx context.Context, j directJob) (string, *transfer.Resul
 		return "", nil, err
 	}
 	spec := j.peer + ":" + j.share + "/" + j.remotePath
-	done := n.track(p, j.kind, spec, j.local, j.emit)
-	res, err := j.run(ctx, remote.Peer{S: sess}, transfer.Options{OnProgress: done.progress, Logger: n.log})
+	done := n.track(p, kind, spec, j.local, emit)
+	peer, opts := remote.Peer{S: sess}, transfer.Options{OnProgress: done.progress, Logger: n.log}
+	var res *transfer.Result
+	if j.pull {
+		res, err = transfer.Pull(ctx, peer, j.share, j.remotePath, j.local, opts)
+	} else {
+		res, err = transfer.Send(ctx, peer, j.local, j.share, j.remotePath, opts)
+	}
 	done.finish(err)
 	if err != nil {
-		return "", nil, apiError(err, j.verb+" "+spec)
+		return "", nil, apiError(err, verb+" "+spec)
 	}
 	return spec, res, nil
 }

@@ -7,8 +7,9 @@
 // sessions or frames. It must not touch a path itself (every name goes through share) and
 // must not let an OS error's text reach a peer (share.Message builds the text).
 //
-// Files: serve.go routes requests (the table), files.go serves the data requests and
-// uploads, watch.go the change events, hashes.go remembers the hashes of files sent whole.
+// Files: serve.go routes requests (the table), meta.go serves names, attributes and in-place
+// changes, files.go contents (listings, ranges, streams, uploads), watch.go the change events,
+// hashes.go remembers the hashes of files sent whole.
 package serve
 
 import (
