@@ -17,6 +17,24 @@ import (
 // The requests that move file contents: listings (with small files inlined), ranges, whole
 // files and ranges as push streams, and uploads. They may read or write much and are served
 // on goroutines of their own (routes).
+//
+// GET, per file (get; STREAM is the same without the hash, over the range it asks for):
+//
+//  1. open through the share (os.Root, regular files only) and fstat it: the state the
+//     send is checked against at the end;
+//  2. a hash remembered for that state (hashes.go) spares hashing; otherwise the bytes
+//     before a resumed offset are hashed first;
+//  3. the head (the file's Entry) leaves with the receiver's window;
+//  4. bulk.Send: one goroutine reads (and hashes) up to four chunks ahead into the link's
+//     chunk buffers, this one sends them as DATA within the credit;
+//  5. the file must still be the one opened, unchanged (sameFile), else the exchange ends
+//     with CHANGED;
+//  6. END carries the size and the BLAKE3 hash, which is remembered.
+//
+// PUT (put): the part file is opened (resumed from its length and rehashed), its room
+// reserved, DATA written at its offsets and hashed (bulk.Receive); at END the size and hash
+// must match the sender's, then the part is synced, renamed into place and its directory
+// synced before the reply. A part left by a sender that went away stays for a resumed PUT.
 
 func (h *Handler) readDir(r *rpc.Request, sh *share.Share, req *wire.ReadDirReq) {
 	list, err := sh.ReadDirInline(req.Path, int(req.InlineMax))
