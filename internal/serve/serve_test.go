@@ -61,3 +61,34 @@ func TestReadHugeOffset(t *testing.T) {
 		}
 	}
 }
+
+// TestRoutes: every request the protocol defines has a route, and the route says where it
+// runs: quick metadata calls and small writes on the read loop, everything that may read,
+// write or wait long on a goroutine of its own.
+func TestRoutes(t *testing.T) {
+	onLoop := map[wire.Op]bool{
+		wire.OpShares: true, wire.OpStat: true, wire.OpStatfs: true, wire.OpMkdir: true,
+		wire.OpSymlink: true, wire.OpLink: true, wire.OpUnlink: true, wire.OpRmdir: true,
+		wire.OpRename: true, wire.OpSetAttr: true, wire.OpGetXattr: true,
+		wire.OpListXattr: true, wire.OpSetXattr: true, wire.OpRemoveXattr: true, wire.OpMknod: true,
+	}
+	small := map[wire.Op]bool{wire.OpWrite: true, wire.OpCreate: true}
+	var h Handler
+	for _, op := range wire.Ops() {
+		if !op.IsRequest() {
+			if routes[op].serve != nil {
+				t.Errorf("%v is not a request but has a route", op)
+			}
+			continue
+		}
+		if routes[op].serve == nil {
+			t.Errorf("request %v has no route", op)
+		}
+		if got := h.Inline(op, 100); got != onLoop[op] && !small[op] {
+			t.Errorf("Inline(%v, 100) = %v", op, got)
+		}
+		if small[op] && (!h.Inline(op, inlineWrite) || h.Inline(op, 2*inlineWrite+wire.MaxPathLen)) {
+			t.Errorf("%v: a small one is not served on the read loop, or a large one is", op)
+		}
+	}
+}
