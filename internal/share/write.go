@@ -33,7 +33,7 @@ func (s *Share) CreatePart(path string, resume bool) (f *os.File, offset int64, 
 		return nil, 0, fail(op, path, errnoErr("the share root cannot be replaced", syscall.EISDIR))
 	}
 	// Refuse now rather than after the whole upload: a directory is never replaced by a file.
-	if err := s.notDir(op, path); err != nil {
+	if err := s.notDir(op, path, path, "a directory cannot be replaced by a file"); err != nil {
 		return nil, 0, err
 	}
 	part := partName(path)
@@ -99,7 +99,7 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	if !fi.Mode().IsRegular() {
 		return fail(op, path, errnoErr("the upload's part "+partBase(part)+" is not a regular file", syscall.EINVAL))
 	}
-	if err := s.notDir(op, path); err != nil {
+	if err := s.notDir(op, path, path, "a directory cannot be replaced by a file"); err != nil {
 		return err
 	}
 	if err := s.root.Chmod(part, s.permFor(mode, false)); err != nil {
@@ -129,14 +129,8 @@ func (s *Share) RemovePart(path string) error {
 		return err
 	}
 	part := partName(path)
-	fi, err := s.root.Lstat(part)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return fail(op, path, err)
-	case fi.IsDir():
-		return fail(op, path, errnoErr("a directory holds the upload's part name "+partBase(part), syscall.EISDIR))
+	if err := s.notDir(op, path, part, "a directory holds the upload's part name "+partBase(part)); err != nil {
+		return err
 	}
 	if err := s.root.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fail(op, path, err)
@@ -391,16 +385,17 @@ func (s *Share) lutimes(path string, atime, mtime time.Time) error {
 	return err
 }
 
-// notDir fails with EISDIR if path (valid, not the root) is an existing directory.
-func (s *Share) notDir(op, path string) error {
-	fi, err := s.root.Lstat(path)
+// notDir fails with EISDIR, saying why, if name (path, valid and not the root, or a name
+// beside it) is an existing directory; a missing name is no failure.
+func (s *Share) notDir(op, path, name, why string) error {
+	fi, err := s.root.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
 		return fail(op, path, err)
 	case fi.IsDir():
-		return fail(op, path, errnoErr("a directory cannot be replaced by a file", syscall.EISDIR))
+		return fail(op, path, errnoErr(why, syscall.EISDIR))
 	}
 	return nil
 }

@@ -227,22 +227,11 @@ func (p *puller) symlink(local, target string) error {
 // file copies one regular file, resuming a part file and retrying once from scratch if a
 // resumed copy does not verify.
 func (p *puller) file(ctx context.Context, remotePath, local string, e wire.Entry) ([]byte, error) {
-	if fi, err := p.root.Lstat(local); err == nil && fi.Mode().IsRegular() &&
-		fi.Size() == int64(e.Size) && fi.ModTime().UnixNano() == e.MtimeNs {
-		p.c.skips.Add(1)
-		p.c.filesDone.Add(1)
-		return nil, nil
-	}
-	p.c.current.Store(remotePath)
-	sum, err := p.fileOnce(ctx, remotePath, local, true)
-	if errors.Is(err, errRetryFresh) {
-		sum, err = p.fileOnce(ctx, remotePath, local, false)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", remotePath, err)
-	}
-	p.c.filesDone.Add(1)
-	return sum, nil
+	fi, err := p.root.Lstat(local)
+	same := err == nil && fi.Mode().IsRegular() && fi.Size() == int64(e.Size) && fi.ModTime().UnixNano() == e.MtimeNs
+	return p.c.copyFile(remotePath, same, func(resume bool) ([]byte, error) {
+		return p.fileOnce(ctx, remotePath, local, resume)
+	})
 }
 
 // errRetryFresh: a resumed copy failed verification; copy again from byte 0.

@@ -157,21 +157,10 @@ func (s *sender) symlink(ctx context.Context, local, remotePath string) error {
 }
 
 func (s *sender) file(ctx context.Context, local, remotePath string, fi fs.FileInfo, have *wire.Entry) ([]byte, error) {
-	if have != nil && have.IsRegular() && int64(have.Size) == fi.Size() && have.MtimeNs == fi.ModTime().UnixNano() {
-		s.c.skips.Add(1)
-		s.c.filesDone.Add(1)
-		return nil, nil
-	}
-	s.c.current.Store(local)
-	sum, err := s.fileOnce(ctx, local, remotePath, true)
-	if errors.Is(err, errRetryFresh) {
-		sum, err = s.fileOnce(ctx, local, remotePath, false)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", local, err)
-	}
-	s.c.filesDone.Add(1)
-	return sum, nil
+	same := have != nil && have.IsRegular() && int64(have.Size) == fi.Size() && have.MtimeNs == fi.ModTime().UnixNano()
+	return s.c.copyFile(local, same, func(resume bool) ([]byte, error) {
+		return s.fileOnce(ctx, local, remotePath, resume)
+	})
 }
 
 func (s *sender) fileOnce(ctx context.Context, local, remotePath string, resume bool) ([]byte, error) {

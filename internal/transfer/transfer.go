@@ -16,6 +16,7 @@ package transfer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -64,6 +65,27 @@ func inParallel[J any](ctx context.Context, workers int,
 		return walk(ctx, jobs)
 	})
 	return g.Wait()
+}
+
+// copyFile copies one file with once (resume: keep a part file's bytes), unless same says the
+// destination holds it already, and starts over once if a resumed copy does not verify. name
+// is what progress shows and errors say. It returns the file's hash, nil for a skipped file.
+func (c *counters) copyFile(name string, same bool, once func(resume bool) ([]byte, error)) ([]byte, error) {
+	if same {
+		c.skips.Add(1)
+		c.filesDone.Add(1)
+		return nil, nil
+	}
+	c.current.Store(name)
+	sum, err := once(true)
+	if errors.Is(err, errRetryFresh) {
+		sum, err = once(false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	c.filesDone.Add(1)
+	return sum, nil
 }
 
 // Errors callers branch on.
