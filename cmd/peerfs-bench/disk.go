@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/chunkbuf"
 	"github.com/peerfs/peerfs/internal/directio"
 	"github.com/peerfs/peerfs/internal/prealloc"
 )
@@ -23,10 +24,10 @@ import (
 const diskChunk = 1 << 20
 
 // chunkBuf returns a buffer of diskChunk bytes from the memory the owner and a puller move
-// file data in (directio.GetBulk: huge pages where the kernel has them, which O_DIRECT
+// file data in (chunkbuf.Get: huge pages where the kernel has them, which O_DIRECT
 // transfers take several times faster than heap memory on these machines). Give it back
-// with directio.PutBulk.
-func chunkBuf() []byte { return directio.GetBulk()[:diskChunk] }
+// with chunkbuf.Put.
+func chunkBuf() []byte { return chunkbuf.Get()[:diskChunk] }
 
 // diskWriteOnce writes size bytes to a new file dst as a pull writes a received file: blocks
 // reserved first (prealloc), then 1 MiB aligned writes through directio.Writer, which sends
@@ -34,7 +35,7 @@ func chunkBuf() []byte { return directio.GetBulk()[:diskChunk] }
 func diskWriteOnce(dst string, size int64) (sample, error) {
 	defer os.Remove(dst)
 	buf := chunkBuf()
-	defer directio.PutBulk(buf)
+	defer chunkbuf.Put(buf)
 	rand.NewChaCha8([32]byte{3}).Read(buf)
 	cpu0, t0 := cpuSelf(), time.Now()
 	f, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -88,7 +89,7 @@ func diskReadOnce(file string, size int64) (s sample, note string, err error) {
 	}
 	defer f.Close()
 	buf := chunkBuf()
-	defer directio.PutBulk(buf)
+	defer chunkbuf.Put(buf)
 	cpu0, t0 := cpuSelf(), time.Now()
 	r := directio.NewReader(f)
 	defer r.Close()

@@ -11,23 +11,11 @@
 // difference but in speed.
 package directio
 
-import "unsafe"
+import "github.com/peerfs/peerfs/internal/chunkbuf"
 
 // Align is the alignment this package asks of offsets, lengths and buffers for the direct
-// path: the page size, a multiple of every logical block size Linux supports.
-const Align = 4096
-
-// Aligned reports whether p starts at an Align boundary.
-func Aligned(p []byte) bool {
-	return len(p) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%Align == 0
-}
-
-// Start returns the index o in [0, Align) of raw such that raw[o+skip] is at an Align
-// boundary: a buffer that begins at raw[o] keeps skip bytes of header before aligned data.
-func Start(raw []byte, skip int) int {
-	addr := uintptr(unsafe.Pointer(unsafe.SliceData(raw))) + uintptr(skip)
-	return int((Align - addr%Align) % Align)
-}
+// path: the page size, which chunkbuf's buffers are aligned to.
+const Align = chunkbuf.PageSize
 
 func aligned(off int64, n int) bool { return off%Align == 0 && n%Align == 0 }
 

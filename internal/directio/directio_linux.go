@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/peerfs/peerfs/internal/chunkbuf"
 )
 
 // Reader reads a file that is being streamed from start to end.
@@ -28,7 +30,7 @@ func NewReader(f *os.File) *Reader { return &Reader{f: f} }
 // are aligned (cap(p) must leave room to round len(p) up to Align); anything else, a range
 // that is cached even in part, dirty pages included, goes through the page cache.
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
-	if len(p) > 0 && off%Align == 0 && Aligned(p) && cap(p) >= roundUp(len(p)) && !r.noDirect && uncached(r.f, off, len(p)) {
+	if len(p) > 0 && off%Align == 0 && chunkbuf.Aligned(p) && cap(p) >= roundUp(len(p)) && !r.noDirect && uncached(r.f, off, len(p)) {
 		if d := r.directFile(); d != nil {
 			n, err := readFull(d, p[:roundUp(len(p))], off)
 			if err == nil || errors.Is(err, io.EOF) {
@@ -149,12 +151,12 @@ func (w *Writer) WriteAt(p []byte, off int64) (int, error) {
 
 // writeDirect writes p (aligned length) at off (aligned) to d, opened with O_DIRECT.
 func writeDirect(d *os.File, p []byte, off int64) (int, error) {
-	if Aligned(p) {
+	if chunkbuf.Aligned(p) {
 		return d.WriteAt(p, off)
 	}
-	// Unaligned memory goes through an aligned bulk buffer, a MiB at a time.
-	bb := GetBulk()
-	defer PutBulk(bb)
+	// Unaligned memory goes through an aligned chunk buffer (chunkbuf), a MiB at a time.
+	bb := chunkbuf.Get()
+	defer chunkbuf.Put(bb)
 	bb = bb[:1<<20]
 	n := 0
 	for n < len(p) {

@@ -10,12 +10,14 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/peerfs/peerfs/internal/chunkbuf"
 )
 
 // alignedBuf returns n bytes starting on an Align boundary, with room to round n up.
 func alignedBuf(n int) []byte {
 	raw := make([]byte, n+2*Align)
-	o := Start(raw, 0)
+	o := chunkbuf.Start(raw, 0)
 	return raw[o : o+n : o+roundUp(n)]
 }
 

@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
+
+	"github.com/peerfs/peerfs/internal/rootfs"
 )
 
 // File names inside an identity directory.
@@ -256,13 +258,12 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	return nil
 }
 
-// syncDir makes a rename durable. Best effort: not every platform can
-// fsync a directory, and the data itself is already synced.
+// syncDir makes a rename durable. Best effort: the data itself is already synced.
 func syncDir(dir string) {
-	d, err := os.Open(dir)
+	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return
 	}
-	d.Sync()
-	d.Close()
+	rootfs.SyncDir(r, ".")
+	r.Close()
 }

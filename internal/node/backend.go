@@ -12,6 +12,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/transfer"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -150,52 +151,63 @@ func toAPIEntry(e wire.Entry) api.Entry {
 
 // Pull copies a file or tree of a peer's share to a local path.
 func (n *Node) Pull(ctx context.Context, a api.PullParams, emit func(api.Event)) (*api.TransferResult, error) {
-	if !filepath.IsAbs(a.Dest) {
-		return nil, api.Errorf(api.CodeInvalid, "destination %q must be an absolute path", a.Dest)
-	}
-	if err := wire.CheckPath(a.Path); err != nil {
-		return nil, api.Errorf(api.CodePathRefused, "%v", err)
-	}
-	p, sess, u, err := n.use(ctx, a.Peer)
-	defer u.done()
+	spec, res, err := n.direct(ctx, directJob{pull: true, peer: a.Peer, share: a.Share, remotePath: a.Path, local: a.Dest}, emit)
 	if err != nil {
 		return nil, err
-	}
-	spec := a.Peer + ":" + a.Share + "/" + a.Path
-	done := n.track(p, "pull", spec, a.Dest, emit)
-	res, err := transfer.Pull(ctx, remote.Peer{S: sess}, a.Share, a.Path, a.Dest, transfer.Options{
-		OnProgress: done.progress, Logger: n.log})
-	done.finish(err)
-	if err != nil {
-		return nil, apiError(err, "pull "+spec)
 	}
 	return toAPIResult(spec, res), nil
 }
 
 // Send copies a local file or tree into a directory of a peer's share.
 func (n *Node) Send(ctx context.Context, a api.SendParams, emit func(api.Event)) (*api.TransferResult, error) {
-	if !filepath.IsAbs(a.Source) {
-		return nil, api.Errorf(api.CodeInvalid, "source %q must be an absolute path", a.Source)
-	}
-	if err := wire.CheckPath(a.Dir); err != nil {
-		return nil, api.Errorf(api.CodePathRefused, "%v", err)
-	}
-	p, sess, u, err := n.use(ctx, a.Peer)
-	defer u.done()
+	_, res, err := n.direct(ctx, directJob{peer: a.Peer, share: a.Share, remotePath: a.Dir, local: a.Source}, emit)
 	if err != nil {
 		return nil, err
-	}
-	spec := a.Peer + ":" + a.Share + "/" + a.Dir
-	done := n.track(p, "send", spec, a.Source, emit)
-	res, err := transfer.Send(ctx, remote.Peer{S: sess}, a.Source, a.Share, a.Dir, transfer.Options{
-		OnProgress: done.progress, Logger: n.log})
-	done.finish(err)
-	if err != nil {
-		return nil, apiError(err, "send to "+spec)
 	}
 	out := toAPIResult(a.Source, res)
 	out.Dest = a.Peer + ":" + a.Share + "/" + res.Dest
 	return out, nil
+}
+
+// directJob is a pull or a send as the API asked for it.
+type directJob struct {
+	pull                    bool // else a send
+	peer, share, remotePath string
+	local                   string // the pull's destination or the send's source, absolute
+}
+
+// direct checks the job's paths, runs it over a link to its peer, listed in status and
+// reported through emit, and returns the remote side as the user names it ("peer:share/path").
+func (n *Node) direct(ctx context.Context, j directJob, emit func(api.Event)) (string, *transfer.Result, error) {
+	kind, verb, role := "send", "send to", "source"
+	if j.pull {
+		kind, verb, role = "pull", "pull", "destination"
+	}
+	if !filepath.IsAbs(j.local) {
+		return "", nil, api.Errorf(api.CodeInvalid, "%s %q must be an absolute path", role, j.local)
+	}
+	if err := wire.CheckPath(j.remotePath); err != nil {
+		return "", nil, api.Errorf(api.CodePathRefused, "%v", err)
+	}
+	p, sess, u, err := n.use(ctx, j.peer)
+	defer u.done()
+	if err != nil {
+		return "", nil, err
+	}
+	spec := j.peer + ":" + j.share + "/" + j.remotePath
+	done := n.track(p, kind, spec, j.local, emit)
+	peer, opts := remote.Peer{S: sess}, transfer.Options{OnProgress: done.progress, Logger: n.log}
+	var res *transfer.Result
+	if j.pull {
+		res, err = transfer.Pull(ctx, peer, j.share, j.remotePath, j.local, opts)
+	} else {
+		res, err = transfer.Send(ctx, peer, j.local, j.share, j.remotePath, opts)
+	}
+	done.finish(err)
+	if err != nil {
+		return "", nil, apiError(err, verb+" "+spec)
+	}
+	return spec, res, nil
 }
 
 func toAPIResult(source string, r *transfer.Result) *api.TransferResult {
@@ -301,15 +313,8 @@ func apiError(err error, what string) error {
 		code = api.CodePermission
 	case errors.Is(err, fs.ErrNotExist):
 		code = api.CodeNotFound
-	case errors.Is(err, wire.ErrPathRefused), isEscape(err):
+	case errors.Is(err, wire.ErrPathRefused), rootfs.IsEscape(err):
 		code = api.CodePathRefused
 	}
 	return api.Errorf(code, "%s: %v%s", what, err, hint)
-}
-
-// isEscape reports an os.Root refusal on the local side (a symlink or name leading out of the
-// destination). os.Root reports it as a *PathError whose text is "path escapes from parent".
-func isEscape(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
 }

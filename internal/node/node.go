@@ -28,6 +28,7 @@ import (
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/serve"
 	"github.com/peerfs/peerfs/internal/share"
 	"github.com/peerfs/peerfs/internal/transport"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -353,7 +354,7 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 		n.refused.note(errTooManyLinks.Error(), conn.RemoteAddr().String(), fmt.Errorf("peer %s", p.name()))
 		return errTooManyLinks
 	}
-	srv := &share.Server{
+	srv := &serve.Handler{
 		Lookup: func(name string) (*share.Share, bool) { return n.shareFor(id, name) },
 		List:   func() []wire.ShareInfo { return n.sharesFor(id) },
 		Logger: n.log,

@@ -167,7 +167,7 @@ func TestPullAfterChangeInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Share("data", src, true, "beta")
-	// Old enough for the first pull's hash to be remembered (share.racyWindow).
+	// Old enough for the first pull's hash to be remembered (serve.racyWindow).
 	time.Sleep(1100 * time.Millisecond)
 	pullTo := func(what string) {
 		t.Helper()

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/peerfs/peerfs/internal/directio"
+	"github.com/peerfs/peerfs/internal/chunkbuf"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -14,7 +14,7 @@ import (
 type Buffer struct {
 	B     []byte // header room + payload; len is the frame length
 	class int8
-	// raw is the bulk buffer (directio.GetBulk) B is cut from, in the largest class.
+	// raw is the chunk buffer (chunkbuf.Get) B is cut from, in the largest class.
 	raw []byte
 	// budget is the pushed stream whose read-ahead this chunk counts in (OutStream.GetChunk).
 	budget *chunkBudget
@@ -31,14 +31,14 @@ func (b *Buffer) Payload() []byte { return b.B[wire.HeaderLen:] }
 // of its class, which is what the queue limits count (Cap).
 var classSizes = [...]int{4 << 10, 64 << 10, 512 << 10, wire.HeaderLen + wire.MaxFrameLen}
 
-const bulkClass = len(classSizes) - 1
+const chunkClass = len(classSizes) - 1
 
-// pools keep the buffers of the small classes; bulkFrames keeps Buffers of the largest class
-// without their memory, which goes back to directio's bulk arena (huge pages, for O_DIRECT)
+// pools keep the buffers of the small classes; chunkFrames keeps Buffers of the largest class
+// without their memory, which goes back to chunkbuf's arena (huge pages, for O_DIRECT)
 // at each Release.
 var (
-	pools      [bulkClass]sync.Pool
-	bulkFrames = sync.Pool{New: func() any { return &Buffer{class: int8(bulkClass)} }}
+	pools       [chunkClass]sync.Pool
+	chunkFrames = sync.Pool{New: func() any { return &Buffer{class: int8(chunkClass)} }}
 )
 
 func init() {
@@ -46,8 +46,8 @@ func init() {
 		size := classSizes[i]
 		pools[i].New = func() any { return &Buffer{B: make([]byte, size), class: int8(i)} }
 	}
-	if classSizes[bulkClass]+directio.Align > directio.BulkLen {
-		panic("rpc: the largest frame does not fit a bulk buffer")
+	if classSizes[chunkClass]+chunkbuf.PageSize > chunkbuf.Len {
+		panic("rpc: the largest frame does not fit a chunk buffer")
 	}
 }
 
@@ -60,10 +60,10 @@ var held atomic.Int64
 func BuffersHeld() int64 { return held.Load() }
 
 // Cap returns the memory b occupies: its whole size class, whatever the frame's length (a
-// frame of 65,525 bytes takes a bulk buffer of directio.BulkLen).
+// frame of 65,525 bytes takes a chunk buffer of chunkbuf.Len).
 func (b *Buffer) Cap() int {
-	if int(b.class) == bulkClass {
-		return directio.BulkLen
+	if int(b.class) == chunkClass {
+		return chunkbuf.Len
 	}
 	return classSizes[b.class]
 }
@@ -73,7 +73,7 @@ func (b *Buffer) Cap() int {
 // page boundary, so files can be read into and written from them with O_DIRECT.
 func GetBuffer(payloadLen int) *Buffer {
 	n := wire.HeaderLen + payloadLen
-	for i, size := range classSizes[:bulkClass] {
+	for i, size := range classSizes[:chunkClass] {
 		if n <= size {
 			b := pools[i].Get().(*Buffer)
 			b.B = b.B[:n]
@@ -81,14 +81,14 @@ func GetBuffer(payloadLen int) *Buffer {
 			return b
 		}
 	}
-	if n > classSizes[bulkClass] {
+	if n > classSizes[chunkClass] {
 		panic("rpc: buffer larger than MaxFrameLen")
 	}
-	b := bulkFrames.Get().(*Buffer)
-	held.Add(directio.BulkLen)
-	b.raw = directio.GetBulk()
-	o := directio.Start(b.raw, wire.HeaderLen+wire.DataHeaderLen)
-	b.B = b.raw[o : o+n : o+classSizes[bulkClass]]
+	b := chunkFrames.Get().(*Buffer)
+	held.Add(chunkbuf.Len)
+	b.raw = chunkbuf.Get()
+	o := chunkbuf.Start(b.raw, wire.HeaderLen+wire.DataHeaderLen)
+	b.B = b.raw[o : o+n : o+classSizes[chunkClass]]
 	return b
 }
 
@@ -100,7 +100,7 @@ func GetTailAligned(payloadLen int) *Buffer {
 	b := GetBuffer(payloadLen)
 	if b.raw != nil {
 		n := len(b.B)
-		o := directio.Start(b.raw, n) // raw[o+n] is on a page boundary; o+n < len(raw)
+		o := chunkbuf.Start(b.raw, n) // raw[o+n] is on a page boundary; o+n < len(raw)
 		b.B = b.raw[o : o+n : o+n]
 	}
 	return b
@@ -121,9 +121,9 @@ func (b *Buffer) Release() {
 		b.served = nil
 	}
 	if b.raw != nil {
-		directio.PutBulk(b.raw)
+		chunkbuf.Put(b.raw)
 		b.raw, b.B = nil, nil
-		bulkFrames.Put(b)
+		chunkFrames.Put(b)
 		return
 	}
 	b.B = b.B[:cap(b.B)]

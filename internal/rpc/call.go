@@ -18,18 +18,7 @@ func (s *Session) Call(ctx context.Context, op wire.Op, body []byte) (*Buffer, e
 	if err != nil {
 		return nil, err
 	}
-	defer x.in.close()
-	f, err := x.reply(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if f.h.Flags&wire.FlagMore != 0 {
-		f.buf.Release()
-		x.abandon()
-		return nil, fmt.Errorf("%w: %v reply has more frames than expected", ErrProtocol, op)
-	}
-	x.end()
-	return f.buf, nil
+	return x.oneReply(ctx, op)
 }
 
 // CallBuffer is Call with the request body in body's payload (a pooled Buffer from
@@ -50,6 +39,13 @@ func (s *Session) CallBuffer(ctx context.Context, op wire.Op, body *Buffer, data
 		x.end()
 		return nil, err
 	}
+	return x.oneReply(ctx, op)
+}
+
+// oneReply waits for the one reply frame of the request op just sent on x and ends the
+// exchange; a reply announcing more frames is a protocol error. The caller releases the
+// Buffer returned.
+func (x *exchange) oneReply(ctx context.Context, op wire.Op) (*Buffer, error) {
 	defer x.in.close()
 	f, err := x.reply(ctx)
 	if err != nil {

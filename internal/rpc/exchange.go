@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/peerfs/peerfs/internal/directio"
+	"github.com/peerfs/peerfs/internal/chunkbuf"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -18,7 +18,7 @@ type frame struct {
 
 // queue holds an exchange's incoming frames. push never blocks (readLoop must not). It counts
 // each frame as the memory its buffer occupies (Buffer.Cap), not its length: a frame of 65,525
-// bytes holds a bulk buffer of 1.125 MiB. The frames are bounded by MaxQueuedFrames, their
+// bytes holds a chunk buffer of 1.125 MiB. The frames are bounded by MaxQueuedFrames, their
 // memory by MaxQueuedBytes (frames other than DATA) and dataLimit (DATA, which credit bounds
 // in bytes but not in buffers).
 type queue struct {
@@ -33,9 +33,9 @@ type queue struct {
 }
 
 // dataLimitFor is the memory the DATA of a stream with window bytes of credit may queue: the
-// window in full chunks and one partial chunk, each in a bulk buffer.
+// window in full chunks and one partial chunk, each in a chunk buffer.
 func dataLimitFor(window int64) int {
-	return int(window/wire.MaxChunk+2) * directio.BulkLen
+	return int(window/wire.MaxChunk+2) * chunkbuf.Len
 }
 
 // setDataLimit bounds the memory of queued DATA for a stream of window bytes of credit.

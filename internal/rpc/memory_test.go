@@ -78,7 +78,7 @@ func acceptingPeer(t *testing.T, window uint32, hoard bool, release chan struct{
 }
 
 // TestSmallDataFramesCountAsTheirBuffers: DATA within credit but in frames of 65,525 bytes,
-// each of which takes a bulk buffer, is stopped at the memory the window would take in full
+// each of which takes a chunk buffer, is stopped at the memory the window would take in full
 // chunks: the link closes instead of holding 18 times the window.
 func TestSmallDataFramesCountAsTheirBuffers(t *testing.T) {
 	release := make(chan struct{})

@@ -35,7 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/peerfs/peerfs/internal/directio"
+	"github.com/peerfs/peerfs/internal/chunkbuf"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -178,7 +178,7 @@ func New(conn net.Conn, opts Options) (*Session, error) {
 		slots:     make(chan struct{}, MaxInFlight),
 		control:   make(chan *Buffer, controlQueue),
 		unpause:   make(chan struct{}, 1),
-		readAhead: make(chan struct{}, PushReadAhead/directio.BulkLen),
+		readAhead: make(chan struct{}, PushReadAhead/chunkbuf.Len),
 		done:      make(chan struct{}),
 		start:     time.Now(),
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peerfs/peerfs/internal/directio"
+	"github.com/peerfs/peerfs/internal/chunkbuf"
 	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -638,7 +638,7 @@ func TestWriteDataArrivesAligned(t *testing.T) {
 	h := handlerFunc(func(r *Request) {
 		p := r.Payload()
 		bulk := p[len(p)-len(data):]
-		got <- directio.Aligned(bulk) && bytes.Equal(bulk, data)
+		got <- chunkbuf.Aligned(bulk) && bytes.Equal(bulk, data)
 		r.Reply(nil)
 	})
 	a, _ := sessionPair(t, h)
@@ -657,7 +657,7 @@ func TestWriteDataArrivesAligned(t *testing.T) {
 		}
 	}
 	b := GetBuffer(wire.MaxFrameLen)
-	if len(b.B) != wire.HeaderLen+wire.MaxFrameLen || !directio.Aligned(b.B[wire.HeaderLen+wire.DataHeaderLen:]) {
+	if len(b.B) != wire.HeaderLen+wire.MaxFrameLen || !chunkbuf.Aligned(b.B[wire.HeaderLen+wire.DataHeaderLen:]) {
 		t.Fatal("a buffer given back after a WRITE lost its DATA alignment")
 	}
 	b.Release()

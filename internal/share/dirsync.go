@@ -3,6 +3,8 @@ package share
 import (
 	"os"
 	"sync"
+
+	"github.com/peerfs/peerfs/internal/rootfs"
 )
 
 // A file renamed into place is durable once the file was synced before the rename and its
@@ -53,7 +55,7 @@ func (s *Share) syncDir(dir string) error {
 		d.running = true
 		covers := d.renames
 		ds.mu.Unlock()
-		err := s.fsyncDir(dir)
+		err := rootfs.SyncDir(s.root, dir)
 		ds.mu.Lock()
 		d.running, d.synced, d.err = false, covers, err
 		d.cond.Broadcast()
@@ -63,19 +65,6 @@ func (s *Share) syncDir(dir string) error {
 		delete(ds.dirs, dir)
 	}
 	ds.mu.Unlock()
-	return err
-}
-
-// fsyncDir syncs the directory dir (share-relative) opened through os.Root.
-func (s *Share) fsyncDir(dir string) error {
-	d, err := s.root.OpenFile(rootName(dir), os.O_RDONLY|oDirectory, 0)
-	if err != nil {
-		return err
-	}
-	err = syncDirFile(d)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
 	return err
 }
 

@@ -3,64 +3,19 @@ package share
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/peerfs/peerfs/internal/prealloc"
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// os.Root refuses a name that leaves the root ("/x", too many "..", or a symlink whose target
-// does either) with an unexported sentinel, os.errPathEscapes ("path escapes from parent"),
-// wrapped in *os.PathError or *os.LinkError. Go exports no name for it and no syscall.Errno
-// stands behind it, so the value itself is captured: every Root refuses "/" with that sentinel
-// before making any system call, and Open asks its new Root once. errors.Is then matches the
-// exact value wherever it is wrapped; TestEscapeErrorLearned fails if a Go release changes this.
-var escapeErr atomic.Pointer[error]
-
-// escapeText is the sentinel's text, used only if no Share has been opened yet in this process
-// (so no escape can have come from one) and only against an error's innermost cause.
-const escapeText = "path escapes from parent"
-
-// learnEscapeError captures os.Root's escape sentinel from r, once per process.
-func learnEscapeError(r *os.Root) {
-	if escapeErr.Load() != nil {
-		return
-	}
-	_, err := r.Lstat("/")
-	var pe *os.PathError
-	if !errors.As(err, &pe) || pe.Err == nil {
-		return
-	}
-	// Refuse to learn anything that would swallow ordinary errors: an errno or another
-	// exported value would turn real failures into refusals.
-	var errno syscall.Errno
-	sentinel := pe.Err
-	if errors.As(sentinel, &errno) || !strings.Contains(sentinel.Error(), "escape") {
-		return
-	}
-	escapeErr.CompareAndSwap(nil, &sentinel)
-}
-
-// isEscape reports whether err is os.Root refusing a name that leads outside the root.
-func isEscape(err error) bool {
-	if err == nil {
-		return false
-	}
-	if p := escapeErr.Load(); p != nil {
-		return errors.Is(err, *p)
-	}
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error() == escapeText
-		}
-		err = next
-	}
-}
+// ownersOwn are the codes of failures that concern the owner's process rather than the
+// peer's file (a descriptor of its own, its memory, a call it cancelled): they reach the peer
+// as EIO, not as a code its application would take for its own.
+var ownersOwn = map[wire.Errno]bool{wire.EBADF: true, wire.ENOMEM: true, wire.ECANCELED: true}
 
 // Errno maps an error from this package (or any OS error) to the code sent to the peer. It is
 // the one place where OS errors become wire codes. nil maps to 0.
@@ -73,55 +28,13 @@ func Errno(err error) wire.Errno {
 	if errors.Is(err, ErrReadOnly) {
 		return wire.EROFS
 	}
-	if errors.Is(err, wire.ErrPathRefused) || isEscape(err) {
+	if errors.Is(err, wire.ErrPathRefused) || rootfs.IsEscape(err) {
 		return wire.ErrnoPathRefused
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		if code, ok := hostErrno(errno); ok {
+		if code, ok := wire.FromHost(errno); ok && !ownersOwn[code] {
 			return code
-		}
-		switch errno {
-		case syscall.ENOENT:
-			return wire.ENOENT
-		case syscall.EACCES:
-			return wire.EACCES
-		case syscall.EPERM:
-			// Not EACCES: a mount shows them differently ("Operation not permitted": a hard
-			// link to a directory, a user.* attribute on a symlink, a sticky directory).
-			return wire.EPERM
-		case syscall.ENOSPC:
-			return wire.ENOSPC
-		case syscall.EDQUOT:
-			return wire.EDQUOT
-		case syscall.EROFS:
-			return wire.EROFS
-		case syscall.EEXIST:
-			return wire.EEXIST
-		case syscall.ENOTDIR:
-			return wire.ENOTDIR
-		case syscall.EISDIR:
-			return wire.EISDIR
-		case syscall.ENOTEMPTY:
-			return wire.ENOTEMPTY
-		case syscall.ENAMETOOLONG:
-			return wire.ENAMETOOLONG
-		case syscall.ELOOP:
-			return wire.ELOOP
-		case syscall.EXDEV:
-			return wire.EXDEV
-		case syscall.EINVAL:
-			return wire.EINVAL
-		case syscall.EFBIG:
-			return wire.EFBIG
-		case syscall.EBUSY:
-			return wire.EBUSY
-		case syscall.EAGAIN:
-			return wire.EAGAIN
-		case syscall.EMLINK:
-			return wire.EMLINK
-		case syscall.ENOSYS:
-			return wire.ENOSYS
 		}
 		return wire.EIO
 	}
@@ -145,34 +58,6 @@ func Errno(err error) wire.Errno {
 		return wire.EINVAL
 	}
 	return wire.EIO
-}
-
-// descriptions are the peer-facing texts of the codes Errno produces. They come from this table,
-// never from an OS error's text, which may hold the owner's absolute paths.
-var descriptions = map[wire.Errno]string{
-	wire.ENOENT:           "no such file or directory",
-	wire.EACCES:           "permission denied",
-	wire.EPERM:            "operation not permitted",
-	wire.ENOSPC:           "no space left on the owner's device",
-	wire.EDQUOT:           "the owner's disk quota is exceeded",
-	wire.EROFS:            "read-only file system",
-	wire.EEXIST:           "file exists",
-	wire.ENOTDIR:          "not a directory",
-	wire.EISDIR:           "is a directory",
-	wire.ENOTEMPTY:        "directory not empty",
-	wire.ENAMETOOLONG:     "file name too long",
-	wire.ELOOP:            "too many levels of symbolic links",
-	wire.EXDEV:            "cross-device link",
-	wire.EINVAL:           "invalid argument",
-	wire.EFBIG:            "file too large",
-	wire.EBUSY:            "device or resource busy",
-	wire.EAGAIN:           "temporarily unavailable: try again",
-	wire.EMLINK:           "too many links",
-	wire.ENOSYS:           "not implemented by the owner's system",
-	wire.ENODATA:          "no such attribute",
-	wire.EOPNOTSUPP:       "operation not supported",
-	wire.EIO:              "input/output error",
-	wire.ErrnoPathRefused: "path refused",
 }
 
 // Message returns a one-line text for an ERROR frame, at most wire.MaxMessageLen bytes. It is
@@ -200,11 +85,7 @@ func Message(err error) string {
 		// Numbers only: how much the upload needs and how much is free.
 		why = "no space left on the owner's device: " + strings.TrimPrefix(nospace.Error(), "no space left on device: ")
 	default:
-		code := Errno(err)
-		why = descriptions[code]
-		if why == "" {
-			why = code.String()
-		}
+		why = Errno(err).Text()
 	}
 	msg := why
 	var op *opError

@@ -81,30 +81,6 @@ func TestErrno(t *testing.T) {
 	}
 }
 
-// TestEscapeTextFallback covers the process state before any Share is opened, when the
-// sentinel is not yet known and only the innermost error's exact text can identify it.
-func TestEscapeTextFallback(t *testing.T) {
-	newFixture(t, false)
-	saved := escapeErr.Load()
-	escapeErr.Store(nil)
-	defer escapeErr.Store(saved)
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{&fs.PathError{Op: "statat", Path: "../x", Err: errors.New(escapeText)}, true},
-		{fmt.Errorf("a: %w", &os.LinkError{Op: "renameat", Old: "a", New: "../b", Err: errors.New(escapeText)}), true},
-		{errors.New(escapeText + " and more"), false},
-		{fmt.Errorf("%s: %w", escapeText, syscall.ENOENT), false},
-		{nil, false},
-	}
-	for _, tt := range tests {
-		if got := isEscape(tt.err); got != tt.want {
-			t.Errorf("isEscape(%v) = %v, want %v", tt.err, got, tt.want)
-		}
-	}
-}
-
 func TestMessage(t *testing.T) {
 	fx := newFixture(t, false)
 	s := fx.s

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/peerfs/peerfs/internal/rootfs"
 )
 
 // Hard links. os.Root judges names, and a hard link is a second name for the same file that
@@ -74,7 +76,7 @@ func (s *Share) checkLinks(op, path string, f *os.File, fi fs.FileInfo) error {
 	}
 	if f == nil {
 		var err error
-		f, err = s.root.OpenFile(rootName(path), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|oNoFollow, 0)
+		f, err = s.root.OpenFile(rootName(path), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|rootfs.ONoFollow, 0)
 		if err == nil {
 			defer f.Close()
 			if cur, err := f.Stat(); err != nil || idOf(cur) != id {
@@ -107,7 +109,7 @@ func (s *Share) checkLinks(op, path string, f *os.File, fi fs.FileInfo) error {
 // markLinked records that the file at path (valid) was linked through the share, so that
 // checkLinks serves it: the mark attribute where the file system takes it, else in memory.
 func (s *Share) markLinked(path string) {
-	f, err := s.root.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|oNoFollow, 0)
+	f, err := s.root.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|rootfs.ONoFollow, 0)
 	if err != nil {
 		return // a symlink (links to links need no mark) or gone
 	}

@@ -7,12 +7,12 @@ import (
 	"math"
 	"os"
 	"path"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/peerfs/peerfs/internal/prealloc"
+	"github.com/peerfs/peerfs/internal/rootfs"
 )
 
 // Part files of uploads that nobody finishes are removed after PartExpiry without a change: a
@@ -125,7 +125,7 @@ func (s *Share) walkParts(now time.Time) {
 			switch {
 			case d.IsDir():
 				dirs = append(dirs, name)
-			case isPartName(d.Name()):
+			case rootfs.IsPartName(d.Name()):
 				if !s.expirePart(name, now) {
 					s.notePart(name)
 				}
@@ -137,20 +137,15 @@ func (s *Share) walkParts(now time.Time) {
 // listNoatime lists the directory dir (share-relative), without updating its access time
 // where the system allows it.
 func (s *Share) listNoatime(dir string) ([]fs.DirEntry, error) {
-	f, err := s.root.OpenFile(dir, os.O_RDONLY|oDirectory|oNoatime, 0)
+	f, err := s.root.OpenFile(dir, os.O_RDONLY|rootfs.ODirectory|oNoatime, 0)
 	if err != nil && oNoatime != 0 {
-		f, err = s.root.OpenFile(dir, os.O_RDONLY|oDirectory, 0) // O_NOATIME needs the file's owner
+		f, err = s.root.OpenFile(dir, os.O_RDONLY|rootfs.ODirectory, 0) // O_NOATIME needs the file's owner
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	return f.ReadDir(-1)
-}
-
-// isPartName reports whether base has the form of an upload's part file, ".<base>.peerfs-part".
-func isPartName(base string) bool {
-	return len(base) > 1+len(partSuffix) && base[0] == '.' && strings.HasSuffix(base, partSuffix)
 }
 
 // expirePart removes the part file name (an os.Root name) if it is a regular file unchanged for

@@ -1,5 +1,5 @@
-// Package share is the owner side of a share: it serves one exported folder to peers, answering
-// stat, directory listing, reads and uploads on share-relative paths.
+// Package share is the owner's file system for one exported folder: stat, listings, reads,
+// uploads and in-place changes on share-relative paths, resolved through an os.Root.
 //
 // Every path is validated with wire.CheckPath and then resolved through an os.Root opened on the
 // folder, so a peer can never read, write or stat anything outside it: not with "..", absolute
@@ -8,7 +8,14 @@
 // Dir()), must not touch disk for a write on a read-only share, and must never put the owner's
 // absolute paths into text meant for a peer (see Message).
 //
-// It knows nothing of sessions, peers or the wire format beyond wire.Entry and wire.Errno.
+// It knows nothing of sessions, peers or frames: internal/serve answers a peer's requests and
+// calls it. It speaks the wire's vocabulary for files only (wire.Entry, wire.Errno and the
+// request bodies that describe a change).
+//
+// Files: share.go opens a share and builds its errors; read.go stats, lists and opens for
+// reading; write.go uploads (part files), directories, symlinks and attributes; edit.go files
+// changed in place; namespace.go names removed, renamed and linked; xattr.go extended
+// attributes; watch.go the change feed; errno.go errors to wire codes and peer-facing texts.
 package share
 
 import (
@@ -17,13 +24,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
-
-// partSuffix ends the name of an upload's temporary file; the full name is ".<base>.peerfs-part",
-// hidden and beside the final name so the commit is a rename within one directory.
-const partSuffix = ".peerfs-part"
 
 // Share is one exported folder. It is safe for concurrent use: its fields never change after
 // Open and os.Root serialises nothing but its own reference count; w guards its own state.
@@ -36,8 +42,10 @@ type Share struct {
 	// as the owner's account may (SetPrivileged).
 	privileged bool
 	root       *os.Root
-	w          watchState  // the peers' change subscriptions (watch.go)
-	hashes     hashCache   // hashes of files sent whole (hashes.go)
+	w          watchState // the peers' change subscriptions (watch.go)
+	// writeLocks serialise WRITEs and SETATTRs of one file, striped by inode number (files
+	// that share a stripe wait for each other too, which costs little): see lockedWrite.
+	writeLocks [256]sync.Mutex
 	parts      partSweeper // abandoned uploads' part files (parts.go)
 	dirSyncs   dirSyncs    // directory syncs after commits (dirsync.go)
 	links      linkState   // hard links allowed and made here (hardlink.go)
@@ -80,8 +88,7 @@ func OpenWith(name, dir string, o Options) (*Share, error) {
 	if err != nil {
 		return nil, fmt.Errorf("share %s: cannot open folder %s: check its permissions: %w", name, abs, err)
 	}
-	learnEscapeError(root)
-	s := &Share{name: name, dir: abs, readOnly: readOnly, root: root, hashes: newHashCache()}
+	s := &Share{name: name, dir: abs, readOnly: readOnly, root: root}
 	s.links.allow = o.AllowHardlinks
 	s.startPartSweeper()
 	return s, nil
@@ -159,7 +166,7 @@ func displayPath(p string) string {
 // fail wraps err with the operation and path, turning an os.Root escape into a refusal so that
 // callers and Errno see ErrPathRefused.
 func fail(op, path string, err error) error {
-	if isEscape(err) {
+	if rootfs.IsEscape(err) {
 		err = &refusal{why: "path refused: it leads outside the share", err: err}
 	}
 	return &opError{op: op, path: path, err: err}
@@ -185,6 +192,18 @@ func (s *Share) checkWrite(op, path string) error {
 	return nil
 }
 
+// checkWriteName is checkWrite for a change of the name path, which the share root cannot
+// take: there it fails with errno, as a local file system answers, and why.
+func (s *Share) checkWriteName(op, path, why string, errno syscall.Errno) error {
+	if err := s.checkWrite(op, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fail(op, path, errnoErr(why, errno))
+	}
+	return nil
+}
+
 // rootName turns a share-relative path into an os.Root name: "" (the share root) becomes ".".
 func rootName(path string) string {
 	if path == "" {
@@ -199,7 +218,7 @@ func join(dir, name string) string { return wire.Join(dir, name) }
 // partName returns the temporary upload name for path: ".<base>.peerfs-part" in the same
 // directory. path must be valid and not the root.
 func partName(path string) string {
-	return join(parentDir(path), "."+baseName(path)+partSuffix)
+	return rootfs.PartName(parentDir(path), baseName(path))
 }
 
 // errnoErr wraps a bare errno so it reads as a system error and maps through Errno.

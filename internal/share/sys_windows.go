@@ -2,7 +2,6 @@ package share
 
 import (
 	"errors"
-	"os"
 	"syscall"
 	"unsafe"
 
@@ -18,12 +17,6 @@ import (
 // followed; then it is marked for deletion, or renamed with FILE_RENAME_INFORMATION relative
 // to the target directory's handle. Nothing outside the two directories can be reached, as
 // with unlinkat and renameat on Unix.
-
-// oDirectory: Windows opens a directory with plain O_RDONLY; os.Root never opens a device.
-const oDirectory = 0
-
-// oNoFollow: Windows has no O_NOFOLLOW; os.Root still refuses a link that leads out.
-const oNoFollow = 0
 
 // atRemoveDir has unlinkat's meaning on Unix: remove a directory.
 const atRemoveDir = 0x200
@@ -223,7 +216,3 @@ func ntErrno(err error) error {
 
 // setNonblock: Windows file handles have no O_NONBLOCK to clear.
 func setNonblock(fd uintptr, nonblocking bool) error { return nil }
-
-// syncDirFile: NTFS journals its directory entries, and FlushFileBuffers refuses a directory
-// handle opened for reading, so there is nothing to flush by hand.
-func syncDirFile(d *os.File) error { return nil }

@@ -106,7 +106,7 @@ func TestRmdirOfWatchedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sub, err := s.Subscribe()
+	sub, err := s.Subscribe(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -32,7 +33,7 @@ func (s *Share) CreatePart(path string, resume bool) (f *os.File, offset int64, 
 		return nil, 0, fail(op, path, errnoErr("the share root cannot be replaced", syscall.EISDIR))
 	}
 	// Refuse now rather than after the whole upload: a directory is never replaced by a file.
-	if err := s.notDir(op, path); err != nil {
+	if err := s.notDir(op, path, path, "a directory cannot be replaced by a file"); err != nil {
 		return nil, 0, err
 	}
 	part := partName(path)
@@ -86,11 +87,8 @@ func (s *Share) resumePart(op, path, part string, fi fs.FileInfo) (*os.File, int
 // durable under its name when CommitPart returns. A directory at path is refused with EISDIR; so is a part that is not a regular file.
 func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	const op = "commit"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkWriteName(op, path, "the share root cannot be replaced", syscall.EISDIR); err != nil {
 		return err
-	}
-	if path == "" {
-		return fail(op, path, errnoErr("the share root cannot be replaced", syscall.EISDIR))
 	}
 	part := partName(path)
 	fi, err := s.root.Lstat(part)
@@ -101,7 +99,7 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 	if !fi.Mode().IsRegular() {
 		return fail(op, path, errnoErr("the upload's part "+partBase(part)+" is not a regular file", syscall.EINVAL))
 	}
-	if err := s.notDir(op, path); err != nil {
+	if err := s.notDir(op, path, path, "a directory cannot be replaced by a file"); err != nil {
 		return err
 	}
 	if err := s.root.Chmod(part, s.permFor(mode, false)); err != nil {
@@ -127,21 +125,12 @@ func (s *Share) CommitPart(path string, mode uint32, mtime time.Time) error {
 // gone either way. A directory under the part name is left alone (EISDIR).
 func (s *Share) RemovePart(path string) error {
 	const op = "remove part"
-	if err := s.checkWrite(op, path); err != nil {
+	if err := s.checkWriteName(op, path, "the share root has no upload part", syscall.EISDIR); err != nil {
 		return err
 	}
-	if path == "" {
-		return fail(op, path, errnoErr("the share root has no upload part", syscall.EISDIR))
-	}
 	part := partName(path)
-	fi, err := s.root.Lstat(part)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return fail(op, path, err)
-	case fi.IsDir():
-		return fail(op, path, errnoErr("a directory holds the upload's part name "+partBase(part), syscall.EISDIR))
+	if err := s.notDir(op, path, part, "a directory holds the upload's part name "+partBase(part)); err != nil {
+		return err
 	}
 	if err := s.root.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fail(op, path, err)
@@ -184,7 +173,7 @@ func (s *Share) Mkdir(path string, mode, flags uint32) error {
 
 // exactDirMode gives the directory at path, just made, the permission bits perm (exactMode).
 func (s *Share) exactDirMode(path string, perm fs.FileMode) error {
-	d, err := s.root.OpenFile(path, os.O_RDONLY|oDirectory|oNoFollow, 0)
+	d, err := s.root.OpenFile(path, os.O_RDONLY|rootfs.ODirectory|rootfs.ONoFollow, 0)
 	if err != nil {
 		return err
 	}
@@ -262,7 +251,7 @@ func (s *Share) SetAttr(req wire.SetAttrReq) (wire.ChangeResp, error) {
 	// Like a WRITE, one change of a regular file at a time, bracketed by its state before
 	// (Lstat above, again under the lock) and after.
 	if fi.Mode().IsRegular() {
-		mu := lockFor(entryFromInfo(fi).Ino)
+		mu := s.writeLock(entryFromInfo(fi).Ino)
 		mu.Lock()
 		defer mu.Unlock()
 		if fi, err = s.root.Lstat(rootName(path)); err != nil {
@@ -384,7 +373,7 @@ func (s *Share) truncate(op, path string, fi fs.FileInfo, size uint64) error {
 // nothing outside the share is reached. Where the system cannot set a link's times, it does
 // nothing.
 func (s *Share) lutimes(path string, atime, mtime time.Time) error {
-	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|oDirectory, 0)
+	d, err := s.root.OpenFile(rootName(parentDir(path)), os.O_RDONLY|rootfs.ODirectory, 0)
 	if err != nil {
 		return err
 	}
@@ -396,16 +385,17 @@ func (s *Share) lutimes(path string, atime, mtime time.Time) error {
 	return err
 }
 
-// notDir fails with EISDIR if path (valid, not the root) is an existing directory.
-func (s *Share) notDir(op, path string) error {
-	fi, err := s.root.Lstat(path)
+// notDir fails with EISDIR, saying why, if name (path, valid and not the root, or a name
+// beside it) is an existing directory; a missing name is no failure.
+func (s *Share) notDir(op, path, name, why string) error {
+	fi, err := s.root.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
 		return fail(op, path, err)
 	case fi.IsDir():
-		return fail(op, path, errnoErr("a directory cannot be replaced by a file", syscall.EISDIR))
+		return fail(op, path, errnoErr(why, syscall.EISDIR))
 	}
 	return nil
 }

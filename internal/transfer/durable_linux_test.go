@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/peerfs/peerfs/internal/rootfs"
 )
 
 // straceChild marks the copy of the test binary that TestDurable runs under strace.
@@ -46,7 +48,7 @@ func TestDurable(t *testing.T) {
 		{"send", filepath.Join(base, "owner"), "sent.bin"},
 		{"pull", filepath.Join(base, "dest"), "pulled.bin"},
 	} {
-		part := filepath.Join(c.dir, "."+c.name+partSuffix)
+		part := filepath.Join(c.dir, "."+c.name+rootfs.PartSuffix)
 		rename := find(calls, func(s call) bool {
 			return s.isRename() && strings.Contains(s.text, `"`+c.name+`"`) && strings.Contains(s.text, c.dir)
 		})
@@ -69,7 +71,7 @@ func TestDurable(t *testing.T) {
 		if !c.isSync() || !strings.HasPrefix(c.fd(), filepath.Dir(tree)) {
 			continue
 		}
-		if strings.HasSuffix(c.fd(), partSuffix) {
+		if strings.HasSuffix(c.fd(), rootfs.PartSuffix) {
 			files[c.fd()]++
 		} else {
 			dirs[c.fd()]++

@@ -9,43 +9,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/peerfs/peerfs/internal/loopback"
-	"github.com/peerfs/peerfs/internal/remote"
-	"github.com/peerfs/peerfs/internal/rpc"
-	"github.com/peerfs/peerfs/internal/share"
-	"github.com/peerfs/peerfs/internal/wire"
 )
-
-// servePeer opens dir as the share name, serves it with a share.Server over a real loopback
-// TCP connection and returns the client side, as a peer sees the share.
-func servePeer(t testing.TB, name, dir string) remote.Peer {
-	t.Helper()
-	sh, err := share.Open(name, dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sh.Close() })
-	ca, cb := loopback.Pair(t)
-	sv := &share.Server{
-		Lookup: func(n string) (*share.Share, bool) { return sh, n == name },
-		List:   func() []wire.ShareInfo { return []wire.ShareInfo{{Name: name}} },
-	}
-	var sb *rpc.Session
-	var errb error
-	done := make(chan struct{})
-	go func() {
-		sb, errb = rpc.New(cb, rpc.Options{Name: "owner", Handler: sv})
-		close(done)
-	}()
-	sa, err := rpc.New(ca, rpc.Options{Name: "peer"})
-	<-done
-	if err != nil || errb != nil {
-		t.Fatalf("rpc.New: %v / %v", err, errb)
-	}
-	t.Cleanup(func() { sa.Close(nil); sb.Close(nil) })
-	return remote.Peer{S: sa}
-}
 
 // fsKinds are the file systems the full-disk tests run on: ext4 keeps what a failed fallocate
 // allocated and holds 5% of its blocks for root; tmpfs honours fallocate and keeps nothing back.

@@ -17,6 +17,7 @@ import (
 	"github.com/peerfs/peerfs/internal/bulk"
 	"github.com/peerfs/peerfs/internal/prealloc"
 	"github.com/peerfs/peerfs/internal/remote"
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -111,24 +112,16 @@ type dirAttr struct {
 // copy files; directory modes and mtimes are applied last, deepest first, since creating
 // children changes a directory's mtime.
 func (p *puller) tree(ctx context.Context, remoteDir, localDir string, st wire.Entry) error {
-	g, ctx := errgroup.WithContext(ctx)
-	jobs := make(chan fileJob, 256)
-	for range p.opts.Concurrency {
-		g.Go(func() error {
-			for j := range jobs {
-				if _, err := p.file(ctx, j.remote, j.local, j.entry); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
 	var dirs []dirAttr
-	g.Go(func() error {
-		defer close(jobs)
-		return p.walk(ctx, remoteDir, localDir, st, jobs, &dirs)
-	})
-	if err := g.Wait(); err != nil {
+	err := inParallel(ctx, p.opts.Concurrency,
+		func(ctx context.Context, jobs chan<- fileJob) error {
+			return p.walk(ctx, remoteDir, localDir, st, jobs, &dirs)
+		},
+		func(ctx context.Context, j fileJob) error {
+			_, err := p.file(ctx, j.remote, j.local, j.entry)
+			return err
+		})
+	if err != nil {
 		return err
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
@@ -234,22 +227,11 @@ func (p *puller) symlink(local, target string) error {
 // file copies one regular file, resuming a part file and retrying once from scratch if a
 // resumed copy does not verify.
 func (p *puller) file(ctx context.Context, remotePath, local string, e wire.Entry) ([]byte, error) {
-	if fi, err := p.root.Lstat(local); err == nil && fi.Mode().IsRegular() &&
-		fi.Size() == int64(e.Size) && fi.ModTime().UnixNano() == e.MtimeNs {
-		p.c.skips.Add(1)
-		p.c.filesDone.Add(1)
-		return nil, nil
-	}
-	p.c.current.Store(remotePath)
-	sum, err := p.fileOnce(ctx, remotePath, local, true)
-	if errors.Is(err, errRetryFresh) {
-		sum, err = p.fileOnce(ctx, remotePath, local, false)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", remotePath, err)
-	}
-	p.c.filesDone.Add(1)
-	return sum, nil
+	fi, err := p.root.Lstat(local)
+	same := err == nil && fi.Mode().IsRegular() && fi.Size() == int64(e.Size) && fi.ModTime().UnixNano() == e.MtimeNs
+	return p.c.copyFile(remotePath, same, func(resume bool) ([]byte, error) {
+		return p.fileOnce(ctx, remotePath, local, resume)
+	})
 }
 
 // errRetryFresh: a resumed copy failed verification; copy again from byte 0.
@@ -257,27 +239,12 @@ var errRetryFresh = errors.New("resumed copy did not verify")
 
 func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume bool) ([]byte, error) {
 	dir, base := path.Split(local)
-	part := partName(path.Clean(dir), base)
-	f, err := p.root.OpenFile(part, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
+	part := rootfs.PartName(path.Clean(dir), base)
+	f, offset, h, err := p.openPart(part, resume)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var offset int64
-	if resume {
-		if fi, err := f.Stat(); err == nil {
-			offset = fi.Size()
-		}
-	}
-	h := blake3.New()
-	if offset > 0 {
-		if err := hashPrefix(f, offset, h); err != nil {
-			return nil, fmt.Errorf("rereading partial copy: %w", err)
-		}
-	} else if err := f.Truncate(0); err != nil {
-		return nil, err
-	}
-
 	e, in, err := p.peer.Get(ctx, p.share, remotePath, uint64(offset), p.opts.Window)
 	if err != nil {
 		if offset > 0 && remoteErrno(err) == wire.EINVAL { // the source shrank below our part
@@ -321,32 +288,68 @@ func (p *puller) fileOnce(ctx context.Context, remotePath, local string, resume 
 		return nil, fmt.Errorf("%w: received %d bytes hashing %x, owner has %d bytes hashing %x; pull again",
 			ErrHashMismatch, pos, sum[:8], end.Size, end.Hash[:8])
 	}
+	if err := p.commit(f, part, local, e); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// openPart opens (or creates) the part file part and returns it with the offset to resume
+// from, its length with resume and 0 without (the part is then emptied), and a hasher that
+// has hashed the bytes before that offset.
+func (p *puller) openPart(part string, resume bool) (*os.File, int64, *blake3.Hasher, error) {
+	f, err := p.root.OpenFile(part, os.O_RDWR|os.O_CREATE|rootfs.ONoFollow, 0o600)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var offset int64
+	if resume {
+		if fi, err := f.Stat(); err == nil {
+			offset = fi.Size()
+		}
+	}
+	h := blake3.New()
+	if offset > 0 {
+		err = hashPrefix(f, offset, h)
+		if err != nil {
+			err = fmt.Errorf("rereading partial copy: %w", err)
+		}
+	} else {
+		err = f.Truncate(0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, err
+	}
+	return f, offset, h, nil
+}
+
+// commit gives the verified part file f (named part) the mode and mtime of e, syncs and
+// closes it, and renames it to local.
+func (p *puller) commit(f *os.File, part, local string, e wire.Entry) error {
 	// Permission bits only: setuid, setgid and sticky bits are never copied from a peer.
 	if err := f.Chmod(fs.FileMode(e.Mode & 0o777)); err != nil {
-		return nil, err
+		return err
 	}
 	mt := time.Unix(0, e.MtimeNs)
 	// The data reaches the disk before the rename gives it the final name; the directory
 	// is synced after the rename (syncDir), once per directory for a tree.
 	if err := f.Sync(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := f.Close(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := p.root.Chtimes(part, mt, mt); err != nil {
-		return nil, err
+		return err
 	}
 	if fi, err := p.root.Lstat(local); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", local)
+		return fmt.Errorf("%s is a directory", local)
 	}
 	if err := p.root.Rename(part, local); err != nil {
-		return nil, err
+		return err
 	}
-	if err := p.renamed(path.Clean(dir)); err != nil {
-		return nil, err
-	}
-	return sum, nil
+	return p.renamed(path.Dir(local))
 }
 
 // renamed makes a name just renamed into dir durable: at once for a single file, at the end
@@ -361,15 +364,7 @@ func (p *puller) renamed(dir string) error {
 // syncDir syncs the directory dir (relative to root) to stable storage, so the names in it
 // survive a power cut.
 func syncDir(root *os.Root, dir string) error {
-	d, err := root.OpenFile(dir, os.O_RDONLY|oDirectory, 0)
-	if err != nil {
-		return err
-	}
-	err = syncDirFile(d)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := rootfs.SyncDir(root, dir); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil

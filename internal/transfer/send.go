@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/zeebo/blake3"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/peerfs/peerfs/internal/bulk"
 	"github.com/peerfs/peerfs/internal/remote"
@@ -71,24 +70,16 @@ type sendJob struct {
 }
 
 func (s *sender) tree(ctx context.Context, localDir, remoteDir string, fi fs.FileInfo) error {
-	g, gctx := errgroup.WithContext(ctx)
-	jobs := make(chan sendJob, 256)
-	for range s.opts.Concurrency {
-		g.Go(func() error {
-			for j := range jobs {
-				if _, err := s.file(gctx, j.local, j.remote, j.info, j.have); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
 	var dirs []sendJob
-	g.Go(func() error {
-		defer close(jobs)
-		return s.walk(gctx, localDir, remoteDir, fi, jobs, &dirs)
-	})
-	if err := g.Wait(); err != nil {
+	err := inParallel(ctx, s.opts.Concurrency,
+		func(ctx context.Context, jobs chan<- sendJob) error {
+			return s.walk(ctx, localDir, remoteDir, fi, jobs, &dirs)
+		},
+		func(ctx context.Context, j sendJob) error {
+			_, err := s.file(ctx, j.local, j.remote, j.info, j.have)
+			return err
+		})
+	if err != nil {
 		return err
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
@@ -166,21 +157,10 @@ func (s *sender) symlink(ctx context.Context, local, remotePath string) error {
 }
 
 func (s *sender) file(ctx context.Context, local, remotePath string, fi fs.FileInfo, have *wire.Entry) ([]byte, error) {
-	if have != nil && have.IsRegular() && int64(have.Size) == fi.Size() && have.MtimeNs == fi.ModTime().UnixNano() {
-		s.c.skips.Add(1)
-		s.c.filesDone.Add(1)
-		return nil, nil
-	}
-	s.c.current.Store(local)
-	sum, err := s.fileOnce(ctx, local, remotePath, true)
-	if errors.Is(err, errRetryFresh) {
-		sum, err = s.fileOnce(ctx, local, remotePath, false)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", local, err)
-	}
-	s.c.filesDone.Add(1)
-	return sum, nil
+	same := have != nil && have.IsRegular() && int64(have.Size) == fi.Size() && have.MtimeNs == fi.ModTime().UnixNano()
+	return s.c.copyFile(local, same, func(resume bool) ([]byte, error) {
+		return s.fileOnce(ctx, local, remotePath, resume)
+	})
 }
 
 func (s *sender) fileOnce(ctx context.Context, local, remotePath string, resume bool) ([]byte, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/rootfs"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -27,17 +27,6 @@ func randomFile(t *testing.T, path string, size int, seed uint64) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// noParts fails if a part file is left anywhere under dir.
-func noParts(t *testing.T, dir string) {
-	t.Helper()
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, partSuffix) {
-			t.Errorf("part file left behind: %s", p)
-		}
-		return nil
-	})
 }
 
 // checkNoSpace fails unless err is a clear ENOSPC: its text says how much was needed and how
@@ -124,7 +113,7 @@ func sendIntoFullShare(t *testing.T, kind string) {
 	// The owner writes what it took off the link before the abort and drops the frames still
 	// queued, so the part file holds at most the 1 MiB sent; what matters is that the 16 MiB
 	// reservation is given back.
-	part := filepath.Join(dst, ".gone.bin"+partSuffix)
+	part := filepath.Join(dst, ".gone.bin"+rootfs.PartSuffix)
 	var st syscall.Stat_t
 	if !waitFor(func() bool {
 		return syscall.Stat(part, &st) == nil && st.Size <= 1<<20 && st.Blocks*512 <= 2<<20

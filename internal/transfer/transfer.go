@@ -14,7 +14,9 @@
 package transfer
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -35,9 +38,55 @@ const (
 	DefaultConcurrency = 16
 	// progressEvery is how often OnProgress is called during a transfer.
 	progressEvery = 200 * time.Millisecond
-	// partSuffix marks a file still being received.
-	partSuffix = ".peerfs-part"
 )
+
+// queuedFiles is how many files a tree's walk may find ahead of the workers copying them.
+const queuedFiles = 256
+
+// inParallel runs walk, which passes the files of a tree it finds to jobs, beside workers
+// goroutines that take each and copy it with copyOne, until the walk has ended and every
+// file is copied, or the first error, which cancels the ctx both were given and is returned.
+func inParallel[J any](ctx context.Context, workers int,
+	walk func(ctx context.Context, jobs chan<- J) error, copyOne func(ctx context.Context, j J) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan J, queuedFiles)
+	for range workers {
+		g.Go(func() error {
+			for j := range jobs {
+				if err := copyOne(ctx, j); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(jobs)
+		return walk(ctx, jobs)
+	})
+	return g.Wait()
+}
+
+// copyFile copies one file with once (resume: keep a part file's bytes), unless same says the
+// destination holds it already, and starts over once if a resumed copy does not verify. name
+// is what progress shows and errors say. It returns the file's hash, nil for a skipped file.
+func (c *counters) copyFile(name string, same bool, once func(resume bool) ([]byte, error)) ([]byte, error) {
+	if same {
+		c.skips.Add(1)
+		c.filesDone.Add(1)
+		return nil, nil
+	}
+	c.current.Store(name)
+	sum, err := once(true)
+	if errors.Is(err, errRetryFresh) {
+		sum, err = once(false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	c.filesDone.Add(1)
+	return sum, nil
+}
 
 // Errors callers branch on.
 var (
@@ -166,12 +215,4 @@ func remoteErrno(err error) wire.Errno {
 		return re.Code
 	}
 	return 0
-}
-
-// partName returns the temporary name of rel while it is being received.
-func partName(dir, base string) string {
-	if dir == "" || dir == "." {
-		return "." + base + partSuffix
-	}
-	return dir + "/." + base + partSuffix
 }

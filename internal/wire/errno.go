@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"syscall"
+)
 
 // Errno is an error code that crosses the wire. Values below 1000 are the POSIX errno numbers as
 // Linux defines them, fixed here so that peers on other systems agree on them; values from 1000
@@ -49,15 +52,82 @@ const (
 	ErrnoUnsupported Errno = 1005
 )
 
-var errnoNames = map[Errno]string{
-	EPERM: "EPERM", ENOENT: "ENOENT", EIO: "EIO", EBADF: "EBADF", EAGAIN: "EAGAIN",
-	ENOMEM: "ENOMEM", EACCES: "EACCES", EBUSY: "EBUSY", EEXIST: "EEXIST", EXDEV: "EXDEV",
-	ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EINVAL: "EINVAL", EFBIG: "EFBIG", ENOSPC: "ENOSPC",
-	EROFS: "EROFS", EMLINK: "EMLINK", ENAMETOOLONG: "ENAMETOOLONG", ENOSYS: "ENOSYS",
-	ENOTEMPTY: "ENOTEMPTY", ELOOP: "ELOOP", ENODATA: "ENODATA", EOPNOTSUPP: "EOPNOTSUPP",
-	EDQUOT: "EDQUOT", ECANCELED: "ECANCELED",
-	ErrnoPathRefused: "PATH_REFUSED", ErrnoNoShare: "NO_SHARE", ErrnoHashMismatch: "HASH_MISMATCH",
-	ErrnoChanged: "CHANGED", ErrnoProtocol: "PROTOCOL", ErrnoUnsupported: "UNSUPPORTED",
+// codes is the one table of wire codes: per code its name, the errno of this system that
+// means the same (0: none; peerfs's own codes have none), and the text an owner sends with it
+// in an ERROR frame ("": the name). The owner maps its OS errors through it (FromHost); the
+// texts come from here, never from an OS error's text, which may hold the owner's paths.
+var codes = []struct {
+	code Errno
+	name string
+	host syscall.Errno
+	text string
+}{
+	{EPERM, "EPERM", syscall.EPERM, "operation not permitted"},
+	{ENOENT, "ENOENT", syscall.ENOENT, "no such file or directory"},
+	{EIO, "EIO", syscall.EIO, "input/output error"},
+	{EBADF, "EBADF", syscall.EBADF, ""},
+	{EAGAIN, "EAGAIN", syscall.EAGAIN, "temporarily unavailable: try again"},
+	{ENOMEM, "ENOMEM", syscall.ENOMEM, ""},
+	{EACCES, "EACCES", syscall.EACCES, "permission denied"},
+	{EBUSY, "EBUSY", syscall.EBUSY, "device or resource busy"},
+	{EEXIST, "EEXIST", syscall.EEXIST, "file exists"},
+	{EXDEV, "EXDEV", syscall.EXDEV, "cross-device link"},
+	{ENOTDIR, "ENOTDIR", syscall.ENOTDIR, "not a directory"},
+	{EISDIR, "EISDIR", syscall.EISDIR, "is a directory"},
+	{EINVAL, "EINVAL", syscall.EINVAL, "invalid argument"},
+	{EFBIG, "EFBIG", syscall.EFBIG, "file too large"},
+	{ENOSPC, "ENOSPC", syscall.ENOSPC, "no space left on the owner's device"},
+	{EROFS, "EROFS", syscall.EROFS, "read-only file system"},
+	{EMLINK, "EMLINK", syscall.EMLINK, "too many links"},
+	{ENAMETOOLONG, "ENAMETOOLONG", syscall.ENAMETOOLONG, "file name too long"},
+	{ENOSYS, "ENOSYS", syscall.ENOSYS, "not implemented by the owner's system"},
+	{ENOTEMPTY, "ENOTEMPTY", syscall.ENOTEMPTY, "directory not empty"},
+	{ELOOP, "ELOOP", syscall.ELOOP, "too many levels of symbolic links"},
+	{ENODATA, "ENODATA", hostNoAttr, "no such attribute"},
+	{EOPNOTSUPP, "EOPNOTSUPP", syscall.EOPNOTSUPP, "operation not supported"},
+	{EDQUOT, "EDQUOT", syscall.EDQUOT, "the owner's disk quota is exceeded"},
+	{ECANCELED, "ECANCELED", syscall.ECANCELED, ""},
+	{ErrnoPathRefused, "PATH_REFUSED", 0, "path refused"},
+	{ErrnoNoShare, "NO_SHARE", 0, ""},
+	{ErrnoHashMismatch, "HASH_MISMATCH", 0, ""},
+	{ErrnoChanged, "CHANGED", 0, ""},
+	{ErrnoProtocol, "PROTOCOL", 0, ""},
+	{ErrnoUnsupported, "UNSUPPORTED", 0, ""},
+}
+
+var (
+	errnoNames = map[Errno]string{}        // code -> name
+	errnoTexts = map[Errno]string{}        // code -> text
+	fromHost   = map[syscall.Errno]Errno{} // this system's errno -> code
+)
+
+func init() {
+	for _, c := range codes {
+		errnoNames[c.code] = c.name
+		errnoTexts[c.code] = c.text
+		if c.host != 0 {
+			fromHost[c.host] = c.code
+		}
+	}
+	for host, code := range hostAliases {
+		fromHost[host] = code
+	}
+}
+
+// FromHost returns the wire code of an errno of this system, and false for one the wire has
+// no code for.
+func FromHost(errno syscall.Errno) (Errno, bool) {
+	code, ok := fromHost[errno]
+	return code, ok
+}
+
+// Text is the text an owner sends with the code: what it means, never where it happened.
+// For a code with no text of its own it is the code's name.
+func (e Errno) Text() string {
+	if t := errnoTexts[e]; t != "" {
+		return t
+	}
+	return e.String()
 }
 
 func (e Errno) String() string {

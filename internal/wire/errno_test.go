@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 )
 
@@ -74,5 +75,38 @@ func TestRemoteError(t *testing.T) {
 	}
 	if got, want := (&RemoteError{Code: 4242}).Error(), "peer: ERRNO_4242"; got != want {
 		t.Errorf("Error() of an unknown code = %q, want %q", got, want)
+	}
+}
+
+// TestFromHost: every POSIX code has this system's errno of the same name, and it maps back;
+// peerfs's own codes have none, and an errno the wire has no code for is not invented one.
+func TestFromHost(t *testing.T) {
+	for _, c := range codes {
+		posix := c.code < 1000
+		if posix != (c.host != 0) {
+			t.Errorf("%v: host errno %d", c.code, c.host)
+			continue
+		}
+		if !posix {
+			continue
+		}
+		if got, ok := FromHost(c.host); !ok || got != c.code {
+			t.Errorf("FromHost(%v) = %v, %v, want %v", c.host, got, ok, c.code)
+		}
+	}
+	if got, ok := FromHost(syscall.EOPNOTSUPP); !ok || got != EOPNOTSUPP {
+		t.Errorf("FromHost(EOPNOTSUPP) = %v, %v", got, ok)
+	}
+	if got, ok := FromHost(syscall.ENOTSUP); !ok || got != EOPNOTSUPP {
+		t.Errorf("FromHost(ENOTSUP) = %v, %v", got, ok)
+	}
+	if got, ok := FromHost(syscall.E2BIG); ok {
+		t.Errorf("FromHost(E2BIG) = %v, want no code", got)
+	}
+	if got := ENOSPC.Text(); got != "no space left on the owner's device" {
+		t.Errorf("ENOSPC.Text() = %q", got)
+	}
+	if got := ErrnoNoShare.Text(); got != "NO_SHARE" {
+		t.Errorf("ErrnoNoShare.Text() = %q, want its name", got)
 	}
 }

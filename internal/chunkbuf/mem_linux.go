@@ -1,4 +1,4 @@
-package directio
+package chunkbuf
 
 import (
 	"unsafe"

@@ -1,4 +1,4 @@
-package share
+package serve
 
 import (
 	"encoding/binary"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/loopback"
 	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/share"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -21,7 +22,7 @@ const memoryBound = 256 << 20
 // servePair starts an owner session serving sv on one end of a loopback TCP connection and
 // returns the other end, past the HELLOs, for a test to speak raw frames on. What the owner
 // sends is read and discarded, as a peer that keeps reading its socket would.
-func servePair(t testing.TB, sv *Server) (*rpc.Session, net.Conn) {
+func servePair(t testing.TB, sv *Handler) (*rpc.Session, net.Conn) {
 	t.Helper()
 	peer, owner := loopback.Pair(t)
 	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, MaxFrameLen: wire.MaxFrameLen, Name: "raw"}
@@ -43,6 +44,17 @@ func servePair(t testing.TB, sv *Server) (*rpc.Session, net.Conn) {
 	return s, peer
 }
 
+// readOnlyHandler serves dir read-only as the share "s", whatever name a request gives.
+func readOnlyHandler(t testing.TB, dir string) *Handler {
+	t.Helper()
+	sh, err := share.Open("s", dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Close() })
+	return &Handler{Lookup: func(string) (*share.Share, bool) { return sh, true }}
+}
+
 // rawFrame encodes one frame.
 func rawFrame(h wire.Header, body []byte) []byte {
 	b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(body))
@@ -54,7 +66,7 @@ func rawFrame(h wire.Header, body []byte) []byte {
 // TestJunkFramesOnServedExchangesBounded is the memory attack of a trusted peer: 128 GETs
 // that stay open (a window smaller than the file, never more credit), each followed by frames
 // a GET does not expect, of 65,525 bytes: just too long for a 64 KiB buffer, so each one takes a
-// bulk buffer of 1.125 MiB. The owner must refuse the first of them (CLOSE with PROTOCOL), hold
+// chunk buffer of 1.125 MiB. The owner must refuse the first of them (CLOSE with PROTOCOL), hold
 // no more than memoryBound in frame buffers at any point, and give back every buffer once
 // the link is closed.
 func TestJunkFramesOnServedExchangesBounded(t *testing.T) {
@@ -63,14 +75,8 @@ func TestJunkFramesOnServedExchangesBounded(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := Open("s", dir, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	sv := &Server{Lookup: func(string) (*Share, bool) { return sh, true }}
 	base := rpc.BuffersHeld()
-	s, peer := servePair(t, sv)
+	s, peer := servePair(t, readOnlyHandler(t, dir))
 
 	const gets, junkPerGet = 128, 250
 	var peak int64
@@ -122,7 +128,7 @@ func TestJunkFramesOnServedExchangesBounded(t *testing.T) {
 
 // TestCreditStarvedGetsBounded: 128 GETs of a large file with the smallest window and never a
 // CREDIT. Each GET sends its window and then waits; what it reads ahead meanwhile must come out
-// of the link's read-ahead budget, not 4 chunks more per GET (128 × 6 bulk buffers was 864 MiB).
+// of the link's read-ahead budget, not 4 chunks more per GET (128 × 6 chunk buffers was 864 MiB).
 func TestCreditStarvedGetsBounded(t *testing.T) {
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "big"))
@@ -133,14 +139,8 @@ func TestCreditStarvedGetsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	sh, err := Open("s", dir, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	sv := &Server{Lookup: func(string) (*Share, bool) { return sh, true }}
 	base := rpc.BuffersHeld()
-	s, peer := servePair(t, sv)
+	s, peer := servePair(t, readOnlyHandler(t, dir))
 	get := wire.GetReq{Share: "s", Path: "big", Window: wire.MinWindow}
 	for tag := uint32(1); tag <= 2*rpc.MaxInFlight; tag++ {
 		if _, err := peer.Write(rawFrame(wire.Header{Op: wire.OpGet, Tag: tag}, get.AppendTo(nil))); err != nil {

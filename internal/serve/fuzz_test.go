@@ -1,4 +1,4 @@
-package share
+package serve
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/sharetest"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -75,14 +76,11 @@ func diskHungry(frame []byte) bool {
 // canary's contents ever came back in a reply, if the frame buffers in use went over
 // memoryBound, or if any of them were still held once the link was gone.
 func FuzzServer(f *testing.F) {
-	fx := newFixture(f, false)
-	sv := &Server{
-		Lookup: func(name string) (*Share, bool) { return fx.s, name == "test" },
-		List:   func() []wire.ShareInfo { return []wire.ShareInfo{{Name: "test"}} },
-	}
-	outside := snapshot(f, fx.outside)
+	tr, sh := openTree(f, false)
+	sv := handlerFor(sh)
+	outside := sharetest.Snapshot(f, tr.Outside)
 	top := func() []string {
-		ents, err := os.ReadDir(fx.base)
+		ents, err := os.ReadDir(tr.Base)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -161,12 +159,12 @@ func FuzzServer(f *testing.F) {
 		if peak > memoryBound {
 			t.Fatalf("the link held %d MiB of frame buffers (bound %d MiB)", peak>>20, memoryBound>>20)
 		}
-		if bytes.Contains(got.Bytes(), []byte(canaryContent)) && !bytes.Contains(in, []byte(canaryContent)) {
+		if bytes.Contains(got.Bytes(), []byte(sharetest.CanaryContent)) && !bytes.Contains(in, []byte(sharetest.CanaryContent)) {
 			t.Fatal("the canary outside the share was read back through the server")
 		}
 		if now := top(); !slices.Equal(now, topBefore) {
 			t.Fatalf("the directory holding the share changed: %v, was %v", now, topBefore)
 		}
-		sameSnapshot(t, "outside", outside, snapshot(t, fx.outside))
+		sharetest.SameSnapshot(t, "outside", outside, sharetest.Snapshot(t, tr.Outside))
 	})
 }

@@ -1,8 +1,8 @@
 //go:build !linux
 
-package directio
+package chunkbuf
 
-// Elsewhere bulk buffers come from the heap.
+// Elsewhere chunk buffers come from the heap.
 func mapRegion(n int) []byte           { return nil }
 func releaseRegion(mem []byte)         {}
 func offsetIn(mem []byte, p *byte) int { return -1 }

@@ -1,18 +1,12 @@
-package directio
-
-import (
-	"slices"
-	"sync"
-	"time"
-)
-
-// Bulk buffers: the memory that whole chunks of file data (1 MiB DATA frames and WRITEs) live
-// in between the network and the disk.
+// Package chunkbuf hands out the buffers that whole chunks of file data live in between the
+// network and the disk: a 1 MiB DATA frame or WRITE with its frame head, page-aligned so that
+// the disk code (directio) reads and writes them with O_DIRECT and rpc receives and sends
+// frames in them without a copy. It knows nothing of frames or files.
 //
 // An O_DIRECT transfer hands the device the buffer's physical pages: the kernel pins each
 // one and builds the request from one segment per physically contiguous run. From ordinary
 // heap memory that is 256 pages and segments per MiB, which a device may split into several
-// requests. So bulk buffers are cut from memory the kernel is asked to back with transparent
+// requests. So buffers are cut from memory the kernel is asked to back with transparent
 // huge pages (2 MiB, physically contiguous): on the virtio disk of the machines BENCHMARKS.md
 // describes, 1 MiB O_DIRECT reads ran at 550-780 MiB/s from heap memory at any queue depth
 // and at 2.8-3.8 GiB/s from huge pages, and writes at 460 MiB/s against 1.9-2.5 GiB/s.
@@ -22,10 +16,34 @@ import (
 // memory back to the kernel (MADV_DONTNEED, whole huge pages) and is filled again on next use.
 // Beyond arenaMax, and where the kernel has no huge pages, buffers come from the heap: slower
 // transfers, never wrong ones.
+package chunkbuf
 
-// BulkLen is the length of a bulk buffer: room for a largest frame (a 1 MiB chunk, its head
+import (
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// PageSize is the alignment of every buffer: the page size, a multiple of every logical
+// block size Linux supports, so O_DIRECT accepts the buffer.
+const PageSize = 4096
+
+// Aligned reports whether p starts at a PageSize boundary.
+func Aligned(p []byte) bool {
+	return len(p) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%PageSize == 0
+}
+
+// Start returns the index o in [0, PageSize) of raw such that raw[o+skip] is at a PageSize
+// boundary: a buffer that begins at raw[o] keeps skip bytes of header before aligned data.
+func Start(raw []byte, skip int) int {
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(raw))) + uintptr(skip)
+	return int((PageSize - addr%PageSize) % PageSize)
+}
+
+// Len is the length of a buffer: room for a largest frame (a 1 MiB chunk, its head
 // and some slack) and for moving its data onto a page boundary.
-const BulkLen = 1<<20 + 128<<10
+const Len = 1<<20 + 128<<10
 
 const (
 	arenaRegion    = 8 << 20 // seven buffers
@@ -33,7 +51,7 @@ const (
 	arenaTrimAfter = 30 * time.Second
 )
 
-// arena is the process's bulk memory: regions in the order they were mapped.
+// arena is the process's chunk memory: regions in the order they were mapped.
 type arena struct {
 	mu        sync.Mutex
 	regions   []*region
@@ -50,36 +68,36 @@ type region struct {
 	trimmed bool      // its memory was given back since it was last used
 }
 
-var bulk = arena{trimAfter: arenaTrimAfter}
+var chunks = arena{trimAfter: arenaTrimAfter}
 
-// heapBulk keeps bulk buffers that came from the heap, for reuse without garbage.
-var heapBulk = sync.Pool{New: func() any {
-	raw := make([]byte, BulkLen+Align)
+// heapBufs keeps buffers that came from the heap, for reuse without garbage.
+var heapBufs = sync.Pool{New: func() any {
+	raw := make([]byte, Len+PageSize)
 	o := Start(raw, 0)
-	b := raw[o : o+BulkLen : o+BulkLen]
+	b := raw[o : o+Len : o+Len]
 	return &b
 }}
 
-// GetBulk returns a buffer of BulkLen bytes that starts on a page boundary, from huge pages
-// where the kernel gives them. Give it back with PutBulk; its contents are undefined.
-func GetBulk() []byte {
-	if b := bulk.get(); b != nil {
+// Get returns a buffer of Len bytes that starts on a page boundary, from huge pages
+// where the kernel gives them. Give it back with Put; its contents are undefined.
+func Get() []byte {
+	if b := chunks.get(); b != nil {
 		return b
 	}
-	return *heapBulk.Get().(*[]byte)
+	return *heapBufs.Get().(*[]byte)
 }
 
-// PutBulk gives back a buffer from GetBulk (whole: the slice GetBulk returned, or any
+// Put gives back a buffer from Get (whole: the slice Get returned, or any
 // reslice of it that starts where it started). The caller must not touch it afterwards.
-func PutBulk(b []byte) {
+func Put(b []byte) {
 	b = b[:cap(b)]
-	if !bulk.put(b) {
+	if !chunks.put(b) {
 		putHeap(b)
 	}
 }
 
-// putHeap keeps a heap bulk buffer; apart so that only this path moves b to the heap.
-func putHeap(b []byte) { heapBulk.Put(&b) }
+// putHeap keeps a heap buffer; apart so that only this path moves b to the heap.
+func putHeap(b []byte) { heapBufs.Put(&b) }
 
 func (a *arena) get() []byte {
 	a.mu.Lock()
@@ -98,7 +116,7 @@ func (a *arena) get() []byte {
 		return nil
 	}
 	r := &region{mem: mem}
-	for i := arenaRegion/BulkLen - 1; i >= 0; i-- {
+	for i := arenaRegion/Len - 1; i >= 0; i-- {
 		r.free = append(r.free, i)
 	}
 	a.regions = append(a.regions, r)
@@ -114,7 +132,7 @@ func (r *region) take() []byte {
 	r.free = r.free[:len(r.free)-1]
 	r.used++
 	r.trimmed = false
-	return r.mem[i*BulkLen : (i+1)*BulkLen : (i+1)*BulkLen]
+	return r.mem[i*Len : (i+1)*Len : (i+1)*Len]
 }
 
 // put takes b back if it is one of the arena's buffers.
@@ -132,7 +150,7 @@ func (a *arena) put(b []byte) bool {
 		}
 		// Keep free buffers sorted high to low, so take hands out the lowest: a region's
 		// buffers are used before the next region's, and idle regions stay idle.
-		i := off / BulkLen
+		i := off / Len
 		j := len(r.free)
 		for j > 0 && r.free[j-1] < i {
 			j--

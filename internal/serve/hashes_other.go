@@ -1,6 +1,6 @@
 //go:build !linux
 
-package share
+package serve
 
 import (
 	"errors"

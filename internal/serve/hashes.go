@@ -1,4 +1,4 @@
-package share
+package serve
 
 import (
 	"time"
@@ -18,8 +18,12 @@ import (
 // read that hashed it: a write during the read then moves ctime to a later tick, and the
 // check after the read (get) sees it.
 
-// hashCacheSize bounds the remembered hashes per share (about 100 bytes each).
+// hashCacheSize bounds the remembered hashes (about 100 bytes each, 10 MB at most).
 const hashCacheSize = 100_000
+
+// hashes is the owner's one memory of hashes, for every share and link: its key names a file
+// on its device, and a file reached through two shares is the same file with the same hash.
+var hashes = newHashCache()
 
 // racyWindow is how old a file's ctime must be when its read starts for its hash to be
 // remembered: above the kernel's coarsest timestamp tick.

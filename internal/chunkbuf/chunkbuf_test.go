@@ -1,4 +1,4 @@
-package directio
+package chunkbuf
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// TestBulkBuffers: buffers are BulkLen long, page-aligned and distinct while held; a buffer
+// TestBulkBuffers: buffers are Len long, page-aligned and distinct while held; a buffer
 // given back is handed out again before a new region is mapped; at the arena's limit it hands
-// out none (GetBulk then takes the heap) and refuses buffers it never gave.
+// out none (Get then takes the heap) and refuses buffers it never gave.
 func TestBulkBuffers(t *testing.T) {
 	a := &arena{trimAfter: time.Hour}
 	var held [][]byte
@@ -21,14 +21,14 @@ func TestBulkBuffers(t *testing.T) {
 		if b == nil {
 			t.Fatalf("arena refused a buffer after %d regions", len(a.regions))
 		}
-		if len(b) != BulkLen || cap(b) != BulkLen || !Aligned(b) {
+		if len(b) != Len || cap(b) != Len || !Aligned(b) {
 			t.Fatalf("buffer of len %d cap %d, aligned %v", len(b), cap(b), Aligned(b))
 		}
 		if seen[&b[0]] {
 			t.Fatal("a buffer handed out twice")
 		}
 		seen[&b[0]] = true
-		b[0], b[BulkLen-1] = 1, 2 // all of it is writable
+		b[0], b[Len-1] = 1, 2 // all of it is writable
 		held = append(held, b)
 		if len(held) == 3 && len(a.regions) != 1 {
 			t.Fatalf("%d regions for 3 buffers", len(a.regions))
@@ -38,10 +38,10 @@ func TestBulkBuffers(t *testing.T) {
 	for b := a.get(); b != nil; b = a.get() {
 		held = append(held, b)
 	}
-	if want := arenaMax / arenaRegion * (arenaRegion / BulkLen); len(held) != want {
+	if want := arenaMax / arenaRegion * (arenaRegion / Len); len(held) != want {
 		t.Fatalf("arena held %d buffers, want %d", len(held), want)
 	}
-	if a.put(make([]byte, BulkLen)) {
+	if a.put(make([]byte, Len)) {
 		t.Fatal("the arena took back a buffer it never gave")
 	}
 	// Giving one back from the middle: the next get returns exactly it.
@@ -58,7 +58,7 @@ func TestBulkBuffers(t *testing.T) {
 		}
 	}
 	for _, r := range a.regions {
-		if r.used != 0 || len(r.free) != arenaRegion/BulkLen {
+		if r.used != 0 || len(r.free) != arenaRegion/Len {
 			t.Fatalf("region with %d used, %d free after everything came back", r.used, len(r.free))
 		}
 	}
@@ -67,12 +67,12 @@ func TestBulkBuffers(t *testing.T) {
 		t.Fatal("after all came back, the first buffer was not the first region's first")
 	}
 
-	// The package's own: GetBulk, and PutBulk of a reslice.
-	g := GetBulk()
-	if len(g) != BulkLen || !Aligned(g) {
-		t.Fatalf("GetBulk: len %d, aligned %v", len(g), Aligned(g))
+	// The package's own: Get, and Put of a reslice.
+	g := Get()
+	if len(g) != Len || !Aligned(g) {
+		t.Fatalf("Get: len %d, aligned %v", len(g), Aligned(g))
 	}
-	PutBulk(g[:10])
+	Put(g[:10])
 }
 
 // TestBulkTrim: a region whose buffers all came back gives its memory back after trimAfter
@@ -106,7 +106,7 @@ func TestBulkTrim(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	c := a.get()
-	if &c[0] != &b[0] || c[0] != 0 || c[BulkLen/2] != 0 {
+	if &c[0] != &b[0] || c[0] != 0 || c[Len/2] != 0 {
 		t.Fatal("a trimmed region's memory was not given back (or a different buffer came)")
 	}
 	if a.regions[0].trimmed {
@@ -119,7 +119,7 @@ func TestBulkTrim(t *testing.T) {
 func TestBulkHugePages(t *testing.T) {
 	a := &arena{trimAfter: time.Hour}
 	var held [][]byte
-	for range arenaRegion / BulkLen {
+	for range arenaRegion / Len {
 		b := a.get()
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
