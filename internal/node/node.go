@@ -22,11 +22,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/relay"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/share"
 	"github.com/peerfs/peerfs/internal/transport"
@@ -92,6 +95,8 @@ type Node struct {
 	peers  map[identity.DeviceID]*peer
 	shares map[string]*openShare // by share name
 	nextID int                   // transfer IDs
+
+	relays []*relayClient // configured relays, in order (relays.go)
 
 	mounts mounts
 
@@ -168,6 +173,9 @@ func (n *Node) Run(ctx context.Context) error {
 	for _, p := range n.peers {
 		n.startDialLocked(p)
 	}
+	for _, rc := range n.relays {
+		n.startRelayLocked(rc)
+	}
 	n.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -186,6 +194,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.ln.Close()
 	}
 	wg.Wait()
+	n.stopRelays()
 	n.refused.stop()
 	n.unmountAll()
 
@@ -235,10 +244,12 @@ func (n *Node) apply(cfg *config.File) {
 	defer n.mu.Unlock()
 	n.cfg = cfg
 	seen := map[identity.DeviceID]bool{}
+	trustChanged := false
 	for _, pc := range cfg.Peers {
 		seen[pc.ID] = true
 		p := n.peers[pc.ID]
 		if p == nil {
+			trustChanged = true
 			p = newPeer(n, pc)
 			n.peers[pc.ID] = p
 			if n.runCtx != nil {
@@ -254,8 +265,20 @@ func (n *Node) apply(cfg *config.File) {
 	}
 	for id, p := range n.peers {
 		if !seen[id] {
+			trustChanged = true
 			delete(n.peers, id)
 			go p.stop()
+		}
+	}
+	before := make([]relay.URL, 0, len(n.relays))
+	for _, rc := range n.relays {
+		before = append(before, rc.url)
+	}
+	n.applyRelaysLocked(cfg.RelayURLs(), trustChanged)
+	if !slices.Equal(before, cfg.RelayURLs()) {
+		// A peer with no link tries the new relays at once.
+		for _, p := range n.peers {
+			p.kickDial()
 		}
 	}
 	// Reopen shares whose definition changed; close removed ones.
@@ -320,13 +343,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// attach turns a verified connection into the peer's session, resolving a simultaneous dial.
-// It fails when the protocol cannot be negotiated (or the peer refuses us after TLS).
-func (n *Node) attach(conn *transport.Conn) error { return n.attachLink(conn, nil) }
+// linkPath is how a link runs.
+type linkPath struct {
+	kind string // api.PathDirect, api.PathPunched or api.PathRelayed
+	via  string // for a relayed link, the relay's URL without its token
+}
 
-// attachLink is attach; a link dialled to replace another (rekey.go) names it in replacing,
-// and takes its place whatever the preference between simultaneous dials says.
-func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
+func (l linkPath) relayed() bool { return l.kind == api.PathRelayed }
+
+// attachVia turns a verified connection into the peer's session, resolving a simultaneous
+// dial. It fails when the protocol cannot be negotiated (or the peer refuses us after TLS).
+func (n *Node) attachVia(conn *transport.Conn, how linkPath) error {
+	return n.attachLink(conn, nil, how)
+}
+
+// attachLink is attachVia; a link dialled to replace another (rekey.go, a direct path
+// replacing a relayed one) names it in replacing, and takes its place whatever the
+// preference between simultaneous dials says.
+func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session, how linkPath) error {
 	n.mu.Lock()
 	p := n.peers[conn.Peer]
 	n.mu.Unlock()
@@ -345,7 +379,7 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 		List:   func() []wire.ShareInfo { return n.sharesFor(id) },
 		Logger: n.log,
 	}
-	use := &linkUse{}
+	use := &linkUse{path: how}
 	sess, err := rpc.New(conn, rpc.Options{Handler: usageHandler{srv, use}, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
 	if err != nil {
 		p.releaseLink()
@@ -364,7 +398,7 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 		p.releaseLink()
 		return errors.New("the link to replace ended meanwhile")
 	case p.setSession(sess, conn, preferred):
-		n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "outbound", conn.Outbound,
+		n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "path", how.kind, "via", how.via, "outbound", conn.Outbound,
 			"tls", conn.Info.Version, "cipher", conn.Info.CipherSuite, "kex", conn.Info.Group, "protocol", sess.Version())
 	case conn.Outbound:
 		sess.Close(errors.New("duplicate link"))

@@ -61,6 +61,7 @@ var errRekeyed = errors.New("replaced by a fresh link to renew its keys")
 
 // linkUse counts what runs on one link, so that a replaced link closes only when idle.
 type linkUse struct {
+	path       linkPath     // how the link runs; set before the link is shared
 	active     atomic.Int64 // our calls and transfers on it (peer.acquire)
 	served     atomic.Int64 // the peer's requests being served, WATCH aside
 	lastServed atomic.Int64 // when the peer last opened one, Unix ns
@@ -125,12 +126,12 @@ func (p *peer) watchKeys(ctx context.Context, sess *rpc.Session, conn *transport
 			continue
 		}
 		p.mu.Lock()
-		current, addr := p.sess == sess, p.cfg.Addr
+		current := p.sess == sess
 		p.mu.Unlock()
-		if !current || addr == "" {
+		if !current {
 			continue // another link serves our calls; ours drains or is the peer's to replace
 		}
-		if err := p.rekey(ctx, sess, use, addr); err != nil {
+		if err := p.rekey(ctx, sess, conn, use); err != nil {
 			p.n.log.Warn("renewing the link's keys failed; the link stays until it succeeds", "peer", p.name(), "err", err, "retry_in", backoff)
 			retry = time.Now().Add(backoff)
 			backoff = min(2*backoff, backoffMax)
@@ -140,15 +141,26 @@ func (p *peer) watchKeys(ctx context.Context, sess *rpc.Session, conn *transport
 	}
 }
 
-// rekey dials a new link to replace sess, then lets sess drain and close.
-func (p *peer) rekey(ctx context.Context, sess *rpc.Session, use *linkUse, addr string) error {
+// rekey dials a new link the way sess runs (the same address, or the same relay) to
+// replace it, then lets sess drain and close.
+func (p *peer) rekey(ctx context.Context, sess *rpc.Session, old *transport.Conn, use *linkUse) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := transport.Dial(dctx, addr, p.n.tcfg, p.cfg.ID)
-	cancel()
+	defer cancel()
+	var conn *transport.Conn
+	var err error
+	if use.path.relayed() {
+		rc := p.n.relayByURL(use.path.via)
+		if rc == nil {
+			return fmt.Errorf("relay %s is no longer configured", use.path.via)
+		}
+		conn, err = p.n.dialRelay(dctx, rc, p.cfg.ID)
+	} else {
+		conn, err = transport.Dial(dctx, old.RemoteAddr().String(), p.n.tcfg, p.cfg.ID)
+	}
 	if err != nil {
 		return err
 	}
-	if err := p.n.attachLink(conn, sess); err != nil {
+	if err := p.n.attachLink(conn, sess, use.path); err != nil {
 		return err
 	}
 	p.mu.Lock()
