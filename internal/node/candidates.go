@@ -19,6 +19,7 @@ const (
 	candidateConfig = "config" // the peer's --addr
 	candidateLAN    = "lan"    // announced on the local network (discovery)
 	candidateRelay  = "relay"  // a relay both may meet at (status only: relays are not addresses)
+	candidatePeer   = "peer"   // sent by the peer over a relayed link (PUNCH)
 	// lanAddrTTL is how long a LAN-discovered address is tried after its last announcement:
 	// a device that left the network is forgotten, one that moved is found at its new one.
 	lanAddrTTL = 2 * time.Minute
@@ -45,6 +46,11 @@ func (p *peer) directCandidatesLocked(now time.Time) []candidate {
 	for _, l := range p.lan {
 		if now.Sub(l.seen) <= lanAddrTTL {
 			out = append(out, candidate{l.addr.String(), candidateLAN})
+		}
+	}
+	for _, a := range p.told {
+		if !slices.ContainsFunc(out, func(c candidate) bool { return c.addr == a.String() }) {
+			out = append(out, candidate{a.String(), candidatePeer})
 		}
 	}
 	return out

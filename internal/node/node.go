@@ -29,6 +29,7 @@ import (
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/punch"
 	"github.com/peerfs/peerfs/internal/relay"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/share"
@@ -72,6 +73,9 @@ type Options struct {
 	RekeyBytes      uint64
 	RekeyAfter      time.Duration
 	RekeyLimitBytes uint64
+	// KeepRelayed never opens PUNCH over a relayed link (tests: the path a symmetric NAT
+	// leaves, on loopback where every punch would succeed).
+	KeepRelayed bool
 }
 
 // Node is a running device.
@@ -80,9 +84,12 @@ type Node struct {
 	id    *identity.Identity
 	log   *slog.Logger
 	ln    net.Listener // nil for a standalone node
-	alone bool         // Options.Standalone
-	tcfg  *transport.Config
-	keep  time.Duration
+	// punchLn is ln, which punches connect from (punch.go); nil for a standalone node.
+	punchLn     *punch.Listener
+	alone       bool // Options.Standalone
+	keepRelayed bool // Options.KeepRelayed
+	tcfg        *transport.Config
+	keep        time.Duration
 
 	rekey   rekeyOptions  // when links are replaced (rekey.go)
 	gate    handshakeGate // handshakes in progress (accept.go)
@@ -119,13 +126,14 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		paths:  opts.Paths,
-		id:     opts.Identity,
-		log:    opts.Logger,
-		keep:   opts.Keepalive,
-		alone:  opts.Standalone,
-		peers:  map[identity.DeviceID]*peer{},
-		shares: map[string]*openShare{},
+		paths:       opts.Paths,
+		id:          opts.Identity,
+		log:         opts.Logger,
+		keep:        opts.Keepalive,
+		alone:       opts.Standalone,
+		keepRelayed: opts.KeepRelayed,
+		peers:       map[identity.DeviceID]*peer{},
+		shares:      map[string]*openShare{},
 	}
 	n.refused = newRefusalLog(opts.Logger)
 	n.rekey = rekeyOptions{bytes: DefaultRekeyBytes, after: DefaultRekeyAfter, limit: DefaultRekeyLimitBytes}
@@ -144,7 +152,10 @@ func New(opts Options) (*Node, error) {
 	}
 	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted}
 	if !opts.Standalone {
-		n.ln, err = transport.Listen(opts.Listen)
+		n.punchLn, err = listenPeers(opts.Listen)
+		if n.punchLn != nil {
+			n.ln = n.punchLn
+		}
 		if err != nil {
 			return nil, fmt.Errorf("listening on %s: %w (is another daemon using the port? choose one with --listen)", opts.Listen, err)
 		}
@@ -380,7 +391,7 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session, how link
 		Logger: n.log,
 	}
 	use := &linkUse{path: how}
-	sess, err := rpc.New(conn, rpc.Options{Handler: usageHandler{srv, use}, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
+	sess, err := rpc.New(conn, rpc.Options{Handler: usageHandler{srv, use, p.servePunch}, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
 	if err != nil {
 		p.releaseLink()
 		n.log.Warn("link negotiation failed", "peer", p.name(), "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,8 @@ type peer struct {
 	dialDone  chan struct{}
 	lan       []lanAddr             // where LAN discovery found the peer (candidates.go)
 	tries     []api.CandidateStatus // the candidates and relays last tried (candidates.go)
+	told      []netip.AddrPort      // interface addresses the peer sent in PUNCH (punch.go)
+	noPunch   *rpc.Session          // the link on which the peer refused PUNCH
 	transfers map[string]*api.TransferStatus
 	links     int // links negotiating or live, at most maxLinksPerPeer (attach)
 	uses      map[*rpc.Session]*linkUse
@@ -386,7 +389,7 @@ func (p *peer) dialLoop(ctx context.Context) {
 		if sess != nil && sess.Err() == nil {
 			backoff = backoffMin
 			cands := p.directCandidates(time.Now())
-			if !p.onRelay() || len(cands) == 0 {
+			if !p.onRelay() || len(cands) == 0 && !p.canPunch(sess, id) {
 				upgrade = upgradeMin
 				select {
 				case <-ctx.Done():
@@ -396,7 +399,17 @@ func (p *peer) dialLoop(ctx context.Context) {
 				}
 				continue
 			}
-			if err := p.upgrade(ctx, sess, id, cands); err == nil {
+			err := errNoCandidate
+			if len(cands) > 0 {
+				err = p.upgrade(ctx, sess, id, cands)
+			}
+			if err != nil && p.canPunch(sess, id) {
+				err = p.punchOnce(ctx, sess, id)
+				if err != nil {
+					p.n.log.Debug("no direct path yet; the link stays relayed", "peer", name, "err", err, "retry_in", upgrade)
+				}
+			}
+			if err == nil {
 				upgrade = upgradeMin
 				continue
 			}

@@ -77,11 +77,16 @@ func (u *linkUse) done() {
 // usageHandler counts the requests a link serves for linkUse. It keeps the share server's
 // Inline answers, so that counting does not cost the read-loop fast path.
 type usageHandler struct {
-	srv rpc.Inliner
-	use *linkUse
+	srv   rpc.Inliner
+	use   *linkUse
+	punch func(*rpc.Request) // PUNCH is about the link, not a share (punch.go)
 }
 
 func (h usageHandler) ServeRequest(r *rpc.Request) {
+	if r.Op == wire.OpPunch {
+		h.punch(r)
+		return
+	}
 	if r.Op != wire.OpWatch {
 		h.use.lastServed.Store(time.Now().UnixNano())
 		h.use.served.Add(1)

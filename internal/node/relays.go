@@ -82,6 +82,13 @@ func (rc *relayClient) transportNow() relay.Transport {
 	return relay.TransportTLS
 }
 
+// observedAddr is the address the relay last saw us at; invalid before a session.
+func (rc *relayClient) observedAddr() netip.AddrPort {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.observed
+}
+
 func (rc *relayClient) status() api.RelayStatus {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()

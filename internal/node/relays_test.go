@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/node"
 	"github.com/peerfs/peerfs/internal/peertest"
 	"github.com/peerfs/peerfs/internal/relay"
 )
@@ -69,10 +71,13 @@ func waitPath(t *testing.T, n *peertest.Node, peer, path string, within time.Dur
 	}
 }
 
-// relayPair starts two nodes that trust each other with no address and share relay u.
-func relayPair(t *testing.T, u relay.URL) (a, b *peertest.Node) {
-	a = peertest.Start(t, "alpha", "")
-	b = peertest.Start(t, "beta", "")
+// relayPair starts two nodes that trust each other with no address and share relay u. With
+// keepRelayed they never punch a direct path over the relayed link (on loopback every punch
+// would succeed at once).
+func relayPair(t *testing.T, u relay.URL, keepRelayed bool) (a, b *peertest.Node) {
+	opts := func(o *node.Options) { o.KeepRelayed = keepRelayed }
+	a = peertest.StartWith(t, "alpha", "", opts)
+	b = peertest.StartWith(t, "beta", "", opts)
 	addRelay(a, u)
 	addRelay(b, u)
 	a.Trust(b, false)
@@ -84,7 +89,7 @@ func relayPair(t *testing.T, u relay.URL) (a, b *peertest.Node) {
 // relay they both use, status says so on both sides, and a pull works over it.
 func TestPeersMeetThroughRelay(t *testing.T) {
 	srv, u := startRelay(t)
-	a, b := relayPair(t, u)
+	a, b := relayPair(t, u, true)
 	dir := t.TempDir()
 	peertest.WriteRandomFile(t, filepath.Join(dir, "f.bin"), 3<<20, 7)
 	a.Share("docs", dir, true, "beta")
@@ -122,7 +127,7 @@ func TestPeersMeetThroughRelay(t *testing.T) {
 // link replaces the relayed one on both sides, and the relay carries nothing more.
 func TestRelayedLinkUpgradesToDirect(t *testing.T) {
 	srv, u := startRelay(t)
-	a, b := relayPair(t, u)
+	a, b := relayPair(t, u, true)
 	dir := t.TempDir()
 	peertest.WriteRandomFile(t, filepath.Join(dir, "f.bin"), 4<<20, 9)
 	a.Share("docs", dir, true, "beta")
@@ -190,7 +195,7 @@ func TestRelayDownShownInStatus(t *testing.T) {
 	ln.Close() // nobody listens there now
 	id, _ := identity.Generate()
 	u := relay.URL{Host: addr, ID: id.ID}
-	a, _ := relayPair(t, u)
+	a, _ := relayPair(t, u, true)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, _ := a.N.Status(context.Background())
@@ -201,5 +206,43 @@ func TestRelayDownShownInStatus(t *testing.T) {
 			t.Fatalf("relay status %+v", st.Relays)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPunchOverRelayedLink: two devices that know no address of each other meet at the relay,
+// exchange their candidates over the relayed link (PUNCH) and open a direct link, which
+// replaces the relayed one; the relay carries nothing more.
+func TestPunchOverRelayedLink(t *testing.T) {
+	srv, u := startRelay(t)
+	a, b := relayPair(t, u, false)
+	dir := t.TempDir()
+	peertest.WriteRandomFile(t, filepath.Join(dir, "f.bin"), 2<<20, 3)
+	a.Share("docs", dir, true, "beta")
+
+	for _, c := range []struct {
+		n     *peertest.Node
+		peer  string
+		other *peertest.Node
+	}{{a, "beta", b}, {b, "alpha", a}} {
+		p := waitPath(t, c.n, c.peer, api.PathDirect, 15*time.Second)
+		if !slices.ContainsFunc(p.Candidates, func(cs api.CandidateStatus) bool {
+			return cs.Source == "peer" && cs.Addr == c.other.Addr
+		}) {
+			t.Errorf("%s lists no candidate %s from the peer: %+v", c.n.Name, c.other.Addr, p.Candidates)
+		}
+	}
+	for deadline := time.Now().Add(15 * time.Second); srv.Stats().Active != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay still holds %d sessions after the switch", srv.Stats().Active)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := srv.Stats().Bytes
+	dest := filepath.Join(t.TempDir(), "f.bin")
+	if _, err := b.N.Pull(context.Background(), api.PullParams{Peer: "alpha", Share: "docs", Path: "f.bin", Dest: dest}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Stats().Bytes - before; got != 0 {
+		t.Errorf("the relay carried %d bytes after the switch", got)
 	}
 }
