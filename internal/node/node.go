@@ -197,6 +197,11 @@ func (n *Node) Run(ctx context.Context) error {
 			n.acceptLoop(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.netwatchLoop(ctx)
+	}()
 	if !n.alone {
 		n.restoreMounts(ctx)
 	}
