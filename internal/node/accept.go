@@ -73,6 +73,7 @@ func (n *Node) acceptLoop(ctx context.Context) {
 // (accepted on the listener, or paired at a relay), within the handshake caps: its
 // handshake in a goroutine of its own, then attach.
 func (n *Node) serveIncoming(ctx context.Context, raw net.Conn, how linkPath) {
+	setDeadPathTimeout(raw)
 	hctx, cancel := context.WithCancel(ctx)
 	h := &handshake{src: sourceOf(raw.RemoteAddr()), from: raw.RemoteAddr().String(), cancel: cancel, start: time.Now()}
 	evicted, reason := n.gate.enter(h)

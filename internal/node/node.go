@@ -422,7 +422,8 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session, how link
 		p.releaseLink()
 		return nil
 	default:
-		n.log.Info("peer opened another link; serving its requests on it too", "peer", p.name(), "addr", conn.RemoteAddr())
+		n.log.Info("peer opened another link; serving its requests on it too", "peer", p.name(), "addr", conn.RemoteAddr(), "path", how.kind)
+		go p.probeCurrent()
 	}
 	if ctx := n.runContext(); ctx != nil {
 		go p.watchKeys(ctx, sess, conn, use)

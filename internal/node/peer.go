@@ -142,7 +142,7 @@ func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred boo
 		p.mu.Unlock()
 		if oldConn.Outbound {
 			if ctx := p.n.runContext(); ctx != nil {
-				go p.drain(ctx, old, use)
+				go p.drain(ctx, old, use, errGoneDirect)
 			}
 		}
 		return true
@@ -399,15 +399,17 @@ func (p *peer) dialLoop(ctx context.Context) {
 				}
 				continue
 			}
+			// PUNCH first: it tries the peer's interface addresses too, all at once, where
+			// plain dials go one by one and wait out each address that drops packets.
 			err := errNoCandidate
-			if len(cands) > 0 {
+			if p.canPunch(sess, id) {
+				err = p.punchOnce(ctx, sess, id)
+			}
+			if err != nil && len(cands) > 0 && p.onRelay() {
 				err = p.upgrade(ctx, sess, id, cands)
 			}
-			if err != nil && p.canPunch(sess, id) {
-				err = p.punchOnce(ctx, sess, id)
-				if err != nil {
-					p.n.log.Debug("no direct path yet; the link stays relayed", "peer", name, "err", err, "retry_in", upgrade)
-				}
+			if err != nil {
+				p.n.log.Debug("no direct path yet; the link stays relayed", "peer", name, "err", err, "retry_in", upgrade)
 			}
 			if err == nil {
 				upgrade = upgradeMin
@@ -555,7 +557,7 @@ func (p *peer) upgrade(ctx context.Context, sess *rpc.Session, id identity.Devic
 	}
 	p.n.log.Info("direct path found; the relayed link drains", "peer", p.name(), "addr", conn.RemoteAddr())
 	if ctx := p.n.runContext(); ctx != nil {
-		go p.drain(ctx, sess, use)
+		go p.drain(ctx, sess, use, errGoneDirect)
 	}
 	return nil
 }
@@ -565,7 +567,7 @@ func (p *peer) dialDirect(ctx context.Context, id identity.DeviceID, cands []can
 	var errs []error
 	for _, c := range cands {
 		dctx, cancel := context.WithTimeout(ctx, directDialWait)
-		conn, err := transport.Dial(dctx, c.addr, p.n.tcfg, id)
+		conn, err := p.n.dialTCP(dctx, c.addr, id)
 		cancel()
 		if ctx.Err() != nil {
 			if conn != nil {

@@ -218,6 +218,7 @@ func (p *peer) linkPunched(id identity.DeviceID, raw net.Conn, kind string) erro
 		raw.Close()
 		return errors.New("node stopping")
 	}
+	setDeadPathTimeout(raw)
 	var conn *transport.Conn
 	var err error
 	if punch.IsTLSClient(p.n.id.ID, id) {

@@ -59,6 +59,9 @@ var errKeyLimit = errors.New("link reached its key usage limit; it is closed so 
 // errRekeyed closes a link replaced by a fresh one once it drained.
 var errRekeyed = errors.New("replaced by a fresh link to renew its keys")
 
+// errGoneDirect closes a relayed link replaced by a direct one once it drained.
+var errGoneDirect = errors.New("replaced by a direct path")
+
 // linkUse counts what runs on one link, so that a replaced link closes only when idle.
 type linkUse struct {
 	path       linkPath     // how the link runs; set before the link is shared
@@ -160,7 +163,7 @@ func (p *peer) rekey(ctx context.Context, sess *rpc.Session, old *transport.Conn
 		}
 		conn, err = p.n.dialRelay(dctx, rc, p.cfg.ID)
 	} else {
-		conn, err = transport.Dial(dctx, old.RemoteAddr().String(), p.n.tcfg, p.cfg.ID)
+		conn, err = p.n.dialTCP(dctx, old.RemoteAddr().String(), p.cfg.ID)
 	}
 	if err != nil {
 		return err
@@ -178,12 +181,12 @@ func (p *peer) rekey(ctx context.Context, sess *rpc.Session, old *transport.Conn
 		return fmt.Errorf("the new link did not take over")
 	}
 	p.n.log.Info("link replaced to renew its keys", "peer", p.name(), "bytes_in", sess.BytesIn(), "bytes_out", sess.BytesOut())
-	go p.drain(ctx, sess, use)
+	go p.drain(ctx, sess, use, errRekeyed)
 	return nil
 }
 
 // drain closes a replaced link once nothing runs on it (see the flow above).
-func (p *peer) drain(ctx context.Context, sess *rpc.Session, use *linkUse) {
+func (p *peer) drain(ctx context.Context, sess *rpc.Session, use *linkUse, reason error) {
 	switched := time.Now()
 	t := time.NewTicker(keyCheck / 5)
 	defer t.Stop()
@@ -198,7 +201,7 @@ func (p *peer) drain(ctx context.Context, sess *rpc.Session, use *linkUse) {
 		last := time.Unix(0, use.lastServed.Load())
 		if use.active.Load() == 0 && use.served.Load() == 0 &&
 			time.Since(switched) >= drainGrace && time.Since(last) >= drainGrace {
-			sess.Close(errRekeyed)
+			sess.Close(reason)
 			return
 		}
 	}

@@ -302,7 +302,7 @@ func (n *Node) listenOnce(ctx context.Context, rc *relayClient, peers []identity
 		case <-jctx.Done():
 		}
 	}()
-	opts := &relay.Options{Transport: tr, Joined: func() {
+	opts := &relay.Options{Transport: tr, DialContext: dialDeadPath, Joined: func() {
 		rc.setJoined(true)
 		rc.worked(tr, netip.AddrPort{}, false)
 	}}
@@ -317,7 +317,7 @@ func (n *Node) dialRelay(ctx context.Context, rc *relayClient, id identity.Devic
 	for {
 		dctx, cancel := context.WithTimeout(ctx, relayDialWait)
 		var joined atomic.Bool
-		opts := &relay.Options{Transport: tr, Joined: func() { joined.Store(true) }}
+		opts := &relay.Options{Transport: tr, DialContext: dialDeadPath, Joined: func() { joined.Store(true) }}
 		sess, err := relay.Dial(dctx, rc.url, relay.RoleDial, []relay.ID{relay.DialID(n.id.ID, id, time.Now())}, opts)
 		cancel()
 		switch {
