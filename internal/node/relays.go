@@ -42,6 +42,11 @@ const (
 	relayHeadStart = time.Second
 	// relayRenewJitter spreads the renewals of many devices after the epoch turns.
 	relayRenewJitter = 10 * time.Second
+	// listenBackoffMax caps the wait between attempts to join an unreachable relay. Peers
+	// reach this device there only while its join waits, and a mount on a peer must read
+	// again within 10 s of the network coming back, so the wait stays short (with jitter at
+	// most 7.5 s); a join costs the relay one TLS handshake.
+	listenBackoffMax = 5 * time.Second
 )
 
 // relayClient is this device's state at one relay.
@@ -280,7 +285,7 @@ func (n *Node) listenLoop(ctx context.Context, rc *relayClient) {
 			t.Stop()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, backoffMax)
+		backoff = min(backoff*2, listenBackoffMax)
 	}
 }
 

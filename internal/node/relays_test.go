@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"path/filepath"
 	"slices"
@@ -244,5 +245,64 @@ func TestPunchOverRelayedLink(t *testing.T) {
 	}
 	if got := srv.Stats().Bytes - before; got != 0 {
 		t.Errorf("the relay carried %d bytes after the switch", got)
+	}
+}
+
+// alpnBlocker is a firewall in front of a relay that lets TLS through unless its ClientHello
+// offers the relay's own protocol (peerfs-relay/1), as a network that passes only HTTPS
+// would refuse what it does not recognise.
+func alpnBlocker(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var hdr [5]byte
+				if _, err := io.ReadFull(c, hdr[:]); err != nil {
+					return
+				}
+				hello := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+				if _, err := io.ReadFull(c, hello); err != nil || bytes.Contains(hello, []byte(relay.ALPN)) {
+					return
+				}
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				up.Write(append(hdr[:], hello...))
+				go func() { io.Copy(c, up); c.Close() }()
+				io.Copy(up, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestRelayOverWebSocketWhenTLSBlocked: where raw TLS to the relay is refused, devices reach it
+// over the WebSocket on the same port, and meet there.
+func TestRelayOverWebSocketWhenTLSBlocked(t *testing.T) {
+	_, u := startRelay(t)
+	u.Host = alpnBlocker(t, u.Host)
+	a, b := relayPair(t, u, true)
+	waitPath(t, b, "alpha", api.PathRelayed, 20*time.Second)
+	waitPath(t, a, "beta", api.PathRelayed, 5*time.Second)
+	for _, n := range []*peertest.Node{a, b} {
+		st, _ := n.N.Status(context.Background())
+		if len(st.Relays) != 1 || st.Relays[0].Transport != "websocket" {
+			t.Errorf("%s: relay status %+v, want transport websocket", n.Name, st.Relays)
+		}
+	}
+	if _, err := b.N.List(context.Background(), api.ListParams{Peer: "alpha"}); err != nil {
+		t.Fatal(err)
 	}
 }
