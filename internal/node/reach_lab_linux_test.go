@@ -529,3 +529,31 @@ func TestLabDirectPathCutMidMount(t *testing.T) {
 		t.Errorf("the mount served again %v after the network came back, want within 10 s", again)
 	}
 }
+
+// TestLabDirectAddress: a device behind a home router dials a server with a public address it
+// was given: path "direct", the relay unused.
+func TestLabDirectAddress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lab test: runs daemons in network namespaces")
+	}
+	lab := netlab.New(t)
+	relayHost := lab.Public("relay")
+	server := lab.Public("server")
+	h1 := lab.Router("home", netlab.RouterOptions{NAT: netlab.HomeNAT}).AddHost("laptop")
+	r := startLabRelay(t, relayHost, t.TempDir())
+	a, b := newLabDevice(t, "laptop", h1), newLabDevice(t, "server", server)
+	trustViaRelay(a, b, r.url)
+	a.cli("peer", "set", "server", "--addr", server.Addr.String()+":7462")
+	src := sharedFile(t, b, a, 2<<20, "marker")
+
+	start := time.Now()
+	b.start()
+	a.start()
+	p := a.waitPath("server", api.PathDirect, 30*time.Second)
+	t.Logf("figures: direct link %v after the daemons started, to %s", time.Since(start).Round(time.Millisecond), p.RemoteAddr)
+	before, _ := r.metrics()
+	pullAndCheck(t, a, b, src)
+	if after, _ := r.metrics(); after != before {
+		t.Errorf("the relay carried %v bytes of a direct pull", after-before)
+	}
+}
