@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/transport"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -150,25 +151,35 @@ func (p *peer) watchKeys(ctx context.Context, sess *rpc.Session, conn *transport
 }
 
 // rekey dials a new link the way sess runs (the same address, or the same relay) to
-// replace it, then lets sess drain and close.
+// replace it, then lets sess drain and close. A punched path cannot be dialled again (the
+// routers let in only a punch), so a punched link is replaced by a relayed one, which the
+// dial loop then punches again (PUNCH), make before break both times.
 func (p *peer) rekey(ctx context.Context, sess *rpc.Session, old *transport.Conn, use *linkUse) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var conn *transport.Conn
+	how := use.path
 	var err error
-	if use.path.relayed() {
-		rc := p.n.relayByURL(use.path.via)
+	switch {
+	case how.relayed():
+		rc := p.n.relayByURL(how.via)
 		if rc == nil {
-			return fmt.Errorf("relay %s is no longer configured", use.path.via)
+			return fmt.Errorf("relay %s is no longer configured", how.via)
 		}
 		conn, err = p.n.dialRelay(dctx, rc, p.cfg.ID)
-	} else {
+	case how.kind == api.PathPunched:
+		relays := p.n.relayClients()
+		if len(relays) == 0 {
+			return errors.New("a punched link is renewed through a relay, and none is configured")
+		}
+		conn, how, err = p.dialRelays(dctx, p.cfg.ID, relays)
+	default:
 		conn, err = p.n.dialTCP(dctx, old.RemoteAddr().String(), p.cfg.ID)
 	}
 	if err != nil {
 		return err
 	}
-	if err := p.n.attachLink(conn, sess, use.path); err != nil {
+	if err := p.n.attachLink(conn, sess, how); err != nil {
 		return err
 	}
 	p.mu.Lock()
