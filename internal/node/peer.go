@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -472,11 +473,18 @@ const (
 	// kicks an attempt at once anyway.
 	upgradeMin = 2 * time.Second
 	upgradeMax = 2 * time.Minute
+	// relayYield is how long the device with the larger ID waits before dialling through
+	// a relay, so that when both start at once the smaller one's dial arrives first: a
+	// relay join and handshake take a few round trips.
+	relayYield = 500 * time.Millisecond
 	// directDialWait bounds one direct dial, TCP connect and handshake: an address that
 	// drops packets (a firewall, a host that left) would otherwise hold a round for the
 	// handshake timeout.
 	directDialWait = 10 * time.Second
 )
+
+// errLinked: a link came up (the peer dialled us) while we were about to dial.
+var errLinked = errors.New("linked meanwhile")
 
 // errNoCandidate: the peer has no address we know of and no relay is configured; it can
 // still dial us.
@@ -516,6 +524,22 @@ func (p *peer) connect(ctx context.Context, id identity.DeviceID, cands []candid
 			case <-directDone:
 			case <-ctx.Done():
 			}
+			// Two devices that know no address of each other both start by dialling
+			// through the relay, at once when they start together; the simultaneous-dial
+			// rule then closes one of the two links, and what started on it. The larger
+			// ID leaves the smaller a moment to dial first.
+			if bytes.Compare(p.n.id.ID[:], id[:]) > 0 {
+				y := time.NewTimer(relayYield)
+				defer y.Stop()
+				select {
+				case <-y.C:
+				case <-ctx.Done():
+				}
+			}
+			if up, _ := p.linked(); up {
+				results <- result{err: errLinked}
+				return
+			}
 			conn, how, err := p.dialRelays(ctx, id, relays)
 			results <- result{conn, how, err}
 		}()
@@ -523,6 +547,9 @@ func (p *peer) connect(ctx context.Context, id identity.DeviceID, cands []candid
 	var errs []error
 	for i := 0; i < attempts; i++ {
 		r := <-results
+		if r.err == errLinked {
+			return nil
+		}
 		if r.err != nil {
 			errs = append(errs, r.err)
 			continue
