@@ -252,6 +252,12 @@ func (n *Node) listenLoop(ctx context.Context, rc *relayClient) {
 			}
 			continue
 		}
+		if max := relay.MaxJoinIDs / 3; len(peers) > max {
+			// One join names three epochs' IDs per peer, at most MaxJoinIDs in all.
+			n.log.Warn("more trusted peers than one relay join can name; the others reach this device only directly",
+				"relay", rc.url.Redacted(), "peers", len(peers), "named", max)
+			peers = peers[:max]
+		}
 		tr := rc.transportNow()
 		sess, renewed, err := n.listenOnce(ctx, rc, peers, tr)
 		rc.setJoined(false)
