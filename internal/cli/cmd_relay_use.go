@@ -168,8 +168,8 @@ func newRelayRmCommand(g *Globals) *cobra.Command {
 		Use:   "rm URL|HOST:PORT",
 		Short: "Stop using a relay",
 		Long: `Remove a relay from this device, named by its URL or its HOST:PORT as "peerfs relay ls"
-shows it. A running daemon leaves it at once; links to peers running through it end, and
-are made again directly or through another relay.`,
+shows it. A running daemon stops waiting there at once and dials no peer through it;
+links already running through it go on until they end.`,
 		Example: `  peerfs relay rm relay.example.org:443`,
 		Args:    argsRange(1, 1),
 		RunE: runE(g, func(ctx context.Context, args []string) error {
