@@ -544,10 +544,22 @@ func (p *peer) connect(ctx context.Context, id identity.DeviceID, cands []candid
 			results <- result{conn, how, err}
 		}()
 	}
+	// abandon closes what the attempts still running bring, after ctx is cancelled.
+	abandon := func(rest int) {
+		go func() {
+			for range rest {
+				if r := <-results; r.conn != nil {
+					r.conn.Close()
+				}
+			}
+		}()
+	}
 	var errs []error
 	for i := 0; i < attempts; i++ {
 		r := <-results
 		if r.err == errLinked {
+			cancel()
+			abandon(attempts - i - 1)
 			return nil
 		}
 		if r.err != nil {
@@ -555,15 +567,7 @@ func (p *peer) connect(ctx context.Context, id identity.DeviceID, cands []candid
 			continue
 		}
 		cancel()
-		if rest := attempts - i - 1; rest > 0 {
-			go func() {
-				for range rest {
-					if r := <-results; r.conn != nil {
-						r.conn.Close()
-					}
-				}
-			}()
-		}
+		abandon(attempts - i - 1)
 		return p.n.attachVia(r.conn, r.how)
 	}
 	return dialErrors(errs)
