@@ -486,6 +486,13 @@ const (
 // errLinked: a link came up (the peer dialled us) while we were about to dial.
 var errLinked = errors.New("linked meanwhile")
 
+// hasLink reports whether a live link serves our calls.
+func (p *peer) hasLink() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sess != nil && p.sess.Err() == nil
+}
+
 // errNoCandidate: the peer has no address we know of and no relay is configured; it can
 // still dial us.
 var errNoCandidate = errors.New("no address known for it and no relay configured")
@@ -536,7 +543,7 @@ func (p *peer) connect(ctx context.Context, id identity.DeviceID, cands []candid
 				case <-ctx.Done():
 				}
 			}
-			if up, _ := p.linked(); up {
+			if p.hasLink() {
 				results <- result{err: errLinked}
 				return
 			}
