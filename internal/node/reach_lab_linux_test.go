@@ -44,6 +44,7 @@ func peerfsBinary(t *testing.T) string {
 			peerfsErr = err
 			return
 		}
+		afterTests = append(afterTests, func() { os.RemoveAll(dir) })
 		peerfsBin = filepath.Join(dir, "peerfs")
 		out, err := exec.Command("go", "build", "-o", peerfsBin, "github.com/peerfs/peerfs/cmd/peerfs").CombinedOutput()
 		if err != nil {
