@@ -103,6 +103,33 @@ type StatusResult struct {
 	Name     string            `json:"name"`
 	Listen   string            `json:"listen"` // the address actually bound
 	Peers    []PeerStatus      `json:"peers"`
+	Relays   []RelayStatus     `json:"relays"` // the configured relays, in config order
+}
+
+// RelayStatus is the daemon's connection to one relay.
+type RelayStatus struct {
+	URL       string    `json:"url"`                 // without its token
+	Connected bool      `json:"connected"`           // a listening join waits there: peers can reach us through it
+	Since     time.Time `json:"since,omitzero"`      // connected since
+	Transport string    `json:"transport,omitempty"` // "tls" or "websocket", what last worked
+	Observed  string    `json:"observed,omitempty"`  // the address the relay last saw us at (it tells it at each session)
+	Sessions  int       `json:"sessions"`            // sessions peers opened to us through it since the daemon started
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// Paths a link to a peer can take (PeerStatus.Path).
+const (
+	PathDirect  = "direct"  // we or the peer dialled an address
+	PathPunched = "punched" // a direct path opened through NATs (TCP simultaneous open)
+	PathRelayed = "relayed" // through a relay (PeerStatus.Via)
+)
+
+// CandidateStatus is one way to reach a peer that the daemon tried, and how it went.
+type CandidateStatus struct {
+	Addr   string    `json:"addr"`            // HOST:PORT, or a relay's URL without its token
+	Source string    `json:"source"`          // "config", "lan", "peer" (told by the peer), "relay"
+	Tried  time.Time `json:"tried,omitzero"`  // when last tried
+	Error  string    `json:"error,omitempty"` // why it failed; empty: it worked, or not tried yet
 }
 
 // PeerStatus is one trusted peer as the daemon sees it.
@@ -122,6 +149,13 @@ type PeerStatus struct {
 	Rekeys    int               `json:"rekeys"`               // links this device replaced by a fresh handshake to renew keys
 	LastError string            `json:"last_error,omitempty"` // why the last connection attempt failed
 	Transfers []TransferStatus  `json:"transfers"`
+	// Path is how the link in use runs: PathDirect, PathPunched or PathRelayed; empty when
+	// not connected. Via is the relay's URL (without token) of a relayed link.
+	Path       string `json:"path,omitempty"`
+	Via        string `json:"via,omitempty"`
+	RemoteAddr string `json:"remote_addr,omitempty"` // the link's remote address (the relay's, for a relayed link)
+	// Candidates are the addresses and relays the daemon tried last, with why each failed.
+	Candidates []CandidateStatus `json:"candidates"`
 }
 
 // TransferStatus is a pull or send in progress.

@@ -45,8 +45,9 @@ func newPeerAddCommand(g *Globals) *cobra.Command {
 		Use:   "add ID --name NAME [--addr HOST:PORT]",
 		Short: "Trust a device",
 		Long: `Trust the device with device ID ID under the name NAME (lower-case letters, digits,
-'.', '_' and '-'). With --addr the daemon dials the peer there; without, it waits for
-the peer to dial in. A running daemon picks up the change at once.`,
+'.', '_' and '-'). With --addr the daemon dials the peer there; without, it meets the
+peer through the relays both use ("peerfs relay add"), or waits for the peer to dial in. A
+running daemon picks up the change at once.`,
 		Example: `  peerfs peer add MFZWI3D-BONSGYC-YLTMRWG-C43ENR5-QXGZDMM-FZWI3DP-BONSGYY-LTMRWAD --name desktop --addr desktop.lan:7462`,
 		Args:    argsRange(1, 1),
 		RunE: runE(g, func(ctx context.Context, args []string) error {
@@ -169,7 +170,7 @@ func runPeerSet(ctx context.Context, opts PeerSetOptions, g *Globals, args []str
 		return nil
 	}
 	if peer.Addr == "" {
-		_, err = fmt.Fprintf(out, "peer %s has no address now: the daemon waits for it to dial in\n", peer.Name)
+		_, err = fmt.Fprintf(out, "peer %s has no address now: the daemon meets it through relays or waits for it to dial in\n", peer.Name)
 	} else {
 		_, err = fmt.Fprintf(out, "peer %s is now dialled at %s\n", peer.Name, peer.Addr)
 	}

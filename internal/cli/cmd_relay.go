@@ -38,8 +38,12 @@ type RelayServeOptions struct {
 }
 
 func newRelayCommand(g *Globals) *cobra.Command {
-	cmd := groupCommand(g, "relay", "Run a relay that connects devices which cannot reach each other")
-	cmd.AddCommand(newRelayServeCommand(g))
+	cmd := groupCommand(g, "relay", "Use relays to reach peers, or run one")
+	cmd.Long = `Devices that cannot dial each other (both behind home routers, an office firewall) meet
+at a relay both use, which copies their encrypted bytes; a direct path replaces the relayed
+one whenever the network allows. "relay add", "ls" and "rm" choose the relays this device
+uses; "relay serve" runs one (docs/RELAY.md).`
+	cmd.AddCommand(newRelayAddCommand(g), newRelayLsCommand(g), newRelayRmCommand(g), newRelayServeCommand(g))
 	return cmd
 }
 

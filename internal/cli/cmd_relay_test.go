@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/relay"
 )
 
@@ -116,5 +118,86 @@ func TestRelayIdentityIsNotTheDevices(t *testing.T) {
 	again, err := relay.ParseURL(startRelayCmdIn(t, home))
 	if err != nil || again.ID != first.ID {
 		t.Fatalf("after a restart the relay is %v (%v), want %s", again.ID, err, first.ID)
+	}
+}
+
+// TestRelayAddLsRm: relay add validates the URL and keeps its token in the config file
+// only; ls shows the daemon's view of each relay; rm takes the URL or HOST:PORT; each edit
+// reloads the daemon.
+func TestRelayAddLsRm(t *testing.T) {
+	home := t.TempDir()
+	mustRun(t, home, "init", "--name", "alpha")
+	rid := newDeviceID(t)
+	url := "peerfs-relay://relay.example.org/?id=" + rid.String() + "&token=s3cret"
+	redacted := "peerfs-relay://relay.example.org:443/?id=" + rid.String()
+
+	// Without a daemon.
+	if out := mustRun(t, home, "relay", "add", url); out != "added relay "+redacted+"\n" {
+		t.Errorf("relay add printed %q", out)
+	}
+	fails := []struct {
+		name string
+		args []string
+		exit int
+		msg  string
+	}{
+		{"twice", []string{"relay", "add", "peerfs-relay://relay.example.org:443/?id=" + rid.String()}, ExitUsage, "already added"},
+		{"no id", []string{"relay", "add", "peerfs-relay://relay.example.org/"}, ExitUsage, "no id"},
+		{"bad scheme", []string{"relay", "add", "https://relay.example.org/?id=" + rid.String()}, ExitUsage, "scheme"},
+		{"bad id", []string{"relay", "add", "peerfs-relay://relay.example.org/?id=NOPE"}, ExitUsage, "id"},
+		{"no args", []string{"relay", "add"}, ExitUsage, "1 argument"},
+		{"rm unknown", []string{"relay", "rm", "192.0.2.1:443"}, ExitNotFound, "no relay at"},
+		{"rm garbage", []string{"relay", "rm", "nohost"}, ExitUsage, "HOST:PORT"},
+	}
+	for _, f := range fails {
+		t.Run(f.name, func(t *testing.T) {
+			exit, out, errOut := run(t, home, f.args...)
+			if exit != f.exit || !strings.Contains(errOut, f.msg) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d mentioning %q", exit, out, errOut, f.exit, f.msg)
+			}
+		})
+	}
+	out := mustRun(t, home, "relay", "ls")
+	if !strings.Contains(out, redacted) || strings.Contains(out, "s3cret") || !strings.Contains(out, "-") {
+		t.Errorf("relay ls without a daemon:\n%s", out)
+	}
+
+	// With a daemon: its view, and reloads.
+	b := &backend{status: api.StatusResult{Name: "alpha", Relays: []api.RelayStatus{
+		{URL: redacted, Connected: true, Transport: "websocket", Observed: "203.0.113.5:40001", Sessions: 3}}}}
+	fakeDaemon(t, home, b)
+	var ls struct {
+		Relays        []relayJSON `json:"relays"`
+		DaemonRunning bool        `json:"daemon_running"`
+	}
+	decodeOne(t, mustRun(t, home, "relay", "ls", "--json"), &ls)
+	if !ls.DaemonRunning || len(ls.Relays) != 1 || ls.Relays[0].URL != redacted || !ls.Relays[0].Token ||
+		ls.Relays[0].Connected == nil || !*ls.Relays[0].Connected || ls.Relays[0].Observed != "203.0.113.5:40001" ||
+		ls.Relays[0].Transport != "websocket" || *ls.Relays[0].Sessions != 3 {
+		t.Errorf("relay ls --json: %+v", ls)
+	}
+	out = mustRun(t, home, "relay", "ls")
+	for _, want := range []string{"connected", "websocket", "203.0.113.5:40001"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("relay ls lacks %q:\n%s", want, out)
+		}
+	}
+	var rm struct {
+		Removed        relayJSON `json:"removed"`
+		DaemonReloaded bool      `json:"daemon_reloaded"`
+	}
+	decodeOne(t, mustRun(t, home, "relay", "rm", "relay.example.org:443", "--json"), &rm)
+	if rm.Removed.URL != redacted || !rm.DaemonReloaded || b.reloads != 1 {
+		t.Errorf("relay rm: %+v, %d reloads", rm, b.reloads)
+	}
+	mustRun(t, home, "relay", "add", url)
+	mustRun(t, home, "relay", "rm", url)
+	if b.reloads != 3 {
+		t.Errorf("%d reloads after add and rm, want 3", b.reloads)
+	}
+	p, _ := config.ResolvePaths(home)
+	f, err := config.Load(p)
+	if err != nil || len(f.Relays) != 0 {
+		t.Errorf("config after rm: %v %+v", err, f)
 	}
 }

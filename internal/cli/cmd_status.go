@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +54,22 @@ func formatStatus(st *api.StatusResult, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "device  %s (%s)\n", st.DeviceID, displayName(st.Name))
 	fmt.Fprintf(&b, "listen  %s\n", st.Listen)
+	for _, r := range st.Relays {
+		state := "not connected"
+		if r.Connected {
+			state = "connected"
+			if r.Transport != "" && r.Transport != "tls" {
+				state += " over " + r.Transport
+			}
+			if r.Observed != "" {
+				state += ", seen as " + r.Observed
+			}
+		}
+		if !r.Connected && r.LastError != "" {
+			state += ": " + r.LastError
+		}
+		fmt.Fprintf(&b, "relay   %s  %s\n", r.URL, state)
+	}
 	if len(st.Peers) == 0 {
 		b.WriteString("\nno peers: add one with \"peerfs peer add ID --name NAME\"\n")
 		return b.String()
@@ -72,13 +89,33 @@ func formatStatus(st *api.StatusResult, now time.Time) string {
 		row := func(k, format string, args ...any) {
 			fmt.Fprintf(&b, "  %-10s %s\n", k, fmt.Sprintf(format, args...))
 		}
-		if !p.Connected && p.LastError != "" {
-			row("error", "%s", p.LastError)
+		if !p.Connected && p.LastError != "" && !slices.ContainsFunc(p.Candidates, func(c api.CandidateStatus) bool { return c.Error != "" }) {
+			row("error", "%s", p.LastError) // the candidates' rows say it otherwise
 		}
 		if p.Addr != "" {
 			row("address", "%s", p.Addr)
 		} else {
 			row("address", "- (waits for the peer to connect)")
+		}
+		if p.Connected && p.Path != "" {
+			switch {
+			case p.Via != "":
+				row("path", "%s via %s (relay at %s)", p.Path, p.Via, p.RemoteAddr)
+			case p.RemoteAddr != "":
+				row("path", "%s, %s", p.Path, p.RemoteAddr)
+			default:
+				row("path", "%s", p.Path)
+			}
+		}
+		if !p.Connected {
+			for _, c := range p.Candidates {
+				switch {
+				case c.Error != "":
+					row("tried", "%s (%s): %s", c.Addr, c.Source, c.Error)
+				case c.Tried.IsZero():
+					row("candidate", "%s (%s), not tried yet", c.Addr, c.Source)
+				}
+			}
 		}
 		if p.Connected {
 			if p.RTTMicros > 0 {

@@ -159,6 +159,17 @@ func TestFormatStatus(t *testing.T) {
 				Transfers: []api.TransferStatus{{Kind: "pull", Remote: "desktop:projects/x", Local: "/home/u/x",
 					Started: now.Add(-5 * time.Second), Bytes: 12 << 20, Total: 1 << 30, Files: 10, FilesDone: 3}}},
 			{Name: "server", LastError: "dial tcp 192.0.2.2:7462: connection refused"},
+			{Name: "phone", Connected: true, Path: api.PathRelayed, Via: "peerfs-relay://relay.example.org:443/?id=X",
+				RemoteAddr: "198.51.100.7:443"},
+			{Name: "nas", LastError: "192.0.2.9:7462 (config): connection refused; relay peerfs-relay://r:443/?id=X: not there",
+				Candidates: []api.CandidateStatus{
+					{Addr: "192.0.2.9:7462", Source: "config", Tried: now, Error: "connection refused"},
+					{Addr: "peerfs-relay://r:443/?id=X", Source: "relay", Tried: now, Error: "not there"},
+					{Addr: "10.0.0.9:7462", Source: "lan"}}},
+		},
+		Relays: []api.RelayStatus{
+			{URL: "peerfs-relay://relay.example.org:443/?id=X", Connected: true, Transport: "websocket", Observed: "203.0.113.5:40000"},
+			{URL: "peerfs-relay://r:443/?id=X", LastError: "connection refused"},
 		},
 	}
 	got := formatStatus(st, now)
@@ -176,9 +187,18 @@ func TestFormatStatus(t *testing.T) {
 		"not connected",
 		"error      dial tcp 192.0.2.2:7462: connection refused",
 		"address    - (waits for the peer to connect)",
+		"relay   peerfs-relay://relay.example.org:443/?id=X  connected over websocket, seen as 203.0.113.5:40000\n",
+		"relay   peerfs-relay://r:443/?id=X  not connected: connection refused\n",
+		"path       relayed via peerfs-relay://relay.example.org:443/?id=X (relay at 198.51.100.7:443)",
+		"tried      192.0.2.9:7462 (config): connection refused",
+		"tried      peerfs-relay://r:443/?id=X (relay): not there",
+		"candidate  10.0.0.9:7462 (lan), not tried yet",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "error      192.0.2.9") {
+		t.Errorf("the candidates' errors are shown twice:\n%s", got)
 	}
 }

@@ -135,6 +135,14 @@ func TestValidate(t *testing.T) {
 		{"duplicate share", func(f *File) { f.Shares[1].Name = "projects" }, "unique"},
 		{"relative share path", func(f *File) { f.Shares[0].Path = "projects" }, "absolute"},
 		{"unknown share peer", func(f *File) { f.Shares[0].Peers = []string{"ghost"} }, "not configured"},
+		{"relay", func(f *File) {
+			f.Relays = []string{"peerfs-relay://relay.example.org/?id=" + idA.String() + "&token=t"}
+		}, ""},
+		{"relay without id", func(f *File) { f.Relays = []string{"peerfs-relay://relay.example.org:443/"} }, "no id"},
+		{"relay bad scheme", func(f *File) { f.Relays = []string{"https://relay.example.org/?id=" + idA.String()} }, "scheme"},
+		{"relay twice", func(f *File) {
+			f.Relays = []string{"peerfs-relay://relay.example.org/?id=" + idA.String(), "peerfs-relay://relay.example.org:443/?id=" + idB.String()}
+		}, "listed twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/relay"
 )
 
 // DefaultListen is the address the daemon listens on for peers when neither --listen,
@@ -48,6 +49,11 @@ type File struct {
 	// Discovery, when false, turns LAN discovery off (like "peerfs daemon --no-discovery");
 	// absent means on. Read when the daemon starts.
 	Discovery *bool `json:"discovery,omitempty"`
+	// Relays are the URLs of the relays this device keeps a listening connection to and
+	// reaches peers through when it cannot dial them (docs/RELAY.md), in the order tried.
+	// Each is a relay.ParseURL URL; it may hold an access token, which is why the file is
+	// 0600.
+	Relays []string `json:"relays,omitempty"`
 }
 
 // DiscoveryOn reports whether the config file leaves LAN discovery on.
@@ -253,6 +259,17 @@ func (f *File) Validate() error {
 			return fmt.Errorf("%w: metrics address %q: %v", ErrInvalid, f.Metrics, err)
 		}
 	}
+	relays := make(map[string]bool, len(f.Relays))
+	for _, r := range f.Relays {
+		u, err := relay.ParseURL(r)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if relays[u.Host] {
+			return fmt.Errorf("%w: relay %s is listed twice: remove one with \"peerfs relay rm\"", ErrInvalid, u.Redacted())
+		}
+		relays[u.Host] = true
+	}
 	names := make(map[string]bool, len(f.Peers))
 	ids := make(map[identity.DeviceID]string, len(f.Peers))
 	for _, p := range f.Peers {
@@ -358,6 +375,27 @@ func (f *File) PeerByID(id identity.DeviceID) *Peer {
 		}
 	}
 	return nil
+}
+
+// RelayIndex returns the index in f.Relays of the relay u names (by host and port), or -1.
+func (f *File) RelayIndex(u relay.URL) int {
+	for i, r := range f.Relays {
+		if v, err := relay.ParseURL(r); err == nil && v.Host == u.Host {
+			return i
+		}
+	}
+	return -1
+}
+
+// RelayURLs returns the parsed relay URLs; Validate has checked them.
+func (f *File) RelayURLs() []relay.URL {
+	out := make([]relay.URL, 0, len(f.Relays))
+	for _, r := range f.Relays {
+		if u, err := relay.ParseURL(r); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // ShareByName returns the share named name, or nil.

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/transport"
 )
 
@@ -64,36 +65,44 @@ func (n *Node) acceptLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 0
-		hctx, cancel := context.WithCancel(ctx)
-		h := &handshake{src: sourceOf(raw.RemoteAddr()), from: raw.RemoteAddr().String(), cancel: cancel, start: time.Now()}
-		evicted, reason := n.gate.enter(h)
-		if reason != "" {
-			cancel()
-			raw.Close()
-			n.refused.note(reason, h.from, nil)
-			continue
-		}
-		if evicted != nil {
-			evicted.cancel()
-			n.refused.note(fmt.Sprintf("idle handshake closed for a new one (all %d in progress)", maxHandshakes), evicted.from, nil)
-		}
-		go func() {
-			defer cancel()
-			defer n.gate.leave(h)
-			conn, err := transport.Server(context.WithValue(hctx, handshakeKey{}, h), raw, n.tcfg)
-			if err != nil {
-				if ctx.Err() == nil {
-					n.refused.note("handshake failed", raw.RemoteAddr().String(), err)
-				}
-				return
-			}
-			if conn.Provisional { // a pairing (pair.go); never a trusted peer's link
-				n.acceptPairing(ctx, conn)
-				return
-			}
-			n.attach(conn)
-		}()
+		n.serveIncoming(ctx, raw, linkPath{kind: api.PathDirect})
 	}
+}
+
+// serveIncoming runs the accepting side of a link on raw, a connection a peer opened to us
+// (accepted on the listener, or paired at a relay), within the handshake caps: its
+// handshake in a goroutine of its own, then attach.
+func (n *Node) serveIncoming(ctx context.Context, raw net.Conn, how linkPath) {
+	setDeadPathTimeout(raw)
+	hctx, cancel := context.WithCancel(ctx)
+	h := &handshake{src: sourceOf(raw.RemoteAddr()), from: raw.RemoteAddr().String(), cancel: cancel, start: time.Now()}
+	evicted, reason := n.gate.enter(h)
+	if reason != "" {
+		cancel()
+		raw.Close()
+		n.refused.note(reason, h.from, nil)
+		return
+	}
+	if evicted != nil {
+		evicted.cancel()
+		n.refused.note(fmt.Sprintf("idle handshake closed for a new one (all %d in progress)", maxHandshakes), evicted.from, nil)
+	}
+	go func() {
+		defer cancel()
+		defer n.gate.leave(h)
+		conn, err := transport.Server(context.WithValue(hctx, handshakeKey{}, h), raw, n.tcfg)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.refused.note("handshake failed", raw.RemoteAddr().String(), err)
+			}
+			return
+		}
+		if conn.Provisional { // a pairing (pair.go); never a trusted peer's link
+			n.acceptPairing(ctx, conn)
+			return
+		}
+		n.attachVia(conn, how)
+	}()
 }
 
 // sourceOf is the unit the per-source cap counts: the IPv4 address, or the IPv6 /64.

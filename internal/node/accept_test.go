@@ -35,8 +35,15 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
+	os.Exit(code)
 }
+
+// afterTests run once all tests are done (removing what several tests shared).
+var afterTests []func()
 
 // runFlood is the flooding process. spec is "MODE,FROM,TO,COUNT". It waits for a line on
 // stdin, then: in mode idle it opens COUNT connections from the address FROM to TO, sends

@@ -33,7 +33,13 @@ func (n *Node) Status(ctx context.Context) (*api.StatusResult, error) {
 			order = append(order, p)
 		}
 	}
+	relays := append([]*relayClient(nil), n.relays...)
 	n.mu.Unlock()
+	res.Relays = []api.RelayStatus{}
+	for _, rc := range relays {
+		res.Relays = append(res.Relays, rc.status())
+	}
+	now := time.Now()
 	for _, p := range order {
 		p.mu.Lock()
 		ps := api.PeerStatus{Name: p.cfg.Name, DeviceID: p.cfg.ID, Addr: p.cfg.Addr, Transfers: []api.TransferStatus{}}
@@ -51,12 +57,16 @@ func (n *Node) Status(ctx context.Context) (*api.StatusResult, error) {
 				ps.BytesOut += l.sess.BytesOut()
 			}
 			ps.Rekeys = p.rekeys
+			ps.RemoteAddr = p.conn.RemoteAddr().String()
+			how := p.pathOfLocked(p.sess)
+			ps.Path, ps.Via = how.kind, how.via
 		} else if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()
 		}
 		for _, t := range p.transfers {
 			ps.Transfers = append(ps.Transfers, *t)
 		}
+		ps.Candidates = p.candidateStatusLocked(now, relays)
 		p.mu.Unlock()
 		res.Peers = append(res.Peers, ps)
 	}

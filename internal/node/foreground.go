@@ -22,10 +22,10 @@ func (n *Node) ServeMount(ctx context.Context, a api.MountParams, mounted func(*
 	if err != nil {
 		return err
 	}
-	if p.addr() == "" {
-		return api.Errorf(api.CodePeerUnreachable, "peer %s has no address, and a foreground mount only dials out: "+
-			"mount through the daemon (without --foreground), or give the peer an address: "+
-			"\"peerfs peer set %s --addr HOST:PORT\"", a.Peer, a.Peer)
+	if p.addr() == "" && len(n.relayClients()) == 0 {
+		return api.Errorf(api.CodePeerUnreachable, "peer %s has no address and no relay is configured, and a foreground mount only dials out: "+
+			"mount through the daemon (without --foreground), give the peer an address (\"peerfs peer set %s --addr HOST:PORT\") "+
+			"or add a relay you both use (\"peerfs relay add URL\")", a.Peer, a.Peer)
 	}
 
 	// The links outlive ctx until the mount is down: the unmount may still flush.

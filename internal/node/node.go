@@ -22,11 +22,15 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/punch"
+	"github.com/peerfs/peerfs/internal/relay"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/serve"
 	"github.com/peerfs/peerfs/internal/share"
@@ -77,6 +81,9 @@ type Options struct {
 	Discovery           bool
 	DiscoveryEpoch      time.Duration
 	DiscoveryInterfaces []string
+	// KeepRelayed never opens PUNCH over a relayed link (tests: the path a symmetric NAT
+	// leaves, on loopback where every punch would succeed).
+	KeepRelayed bool
 }
 
 // Node is a running device.
@@ -85,9 +92,12 @@ type Node struct {
 	id    *identity.Identity
 	log   *slog.Logger
 	ln    net.Listener // nil for a standalone node
-	alone bool         // Options.Standalone
-	tcfg  *transport.Config
-	keep  time.Duration
+	// punchLn is ln, which punches connect from (punch.go); nil for a standalone node.
+	punchLn     *punch.Listener
+	alone       bool // Options.Standalone
+	keepRelayed bool // Options.KeepRelayed
+	tcfg        *transport.Config
+	keep        time.Duration
 
 	rekey   rekeyOptions  // when links are replaced (rekey.go)
 	gate    handshakeGate // handshakes in progress (accept.go)
@@ -100,6 +110,8 @@ type Node struct {
 	peers  map[identity.DeviceID]*peer
 	shares map[string]*openShare // by share name
 	nextID int                   // transfer IDs
+
+	relays []*relayClient // configured relays, in order (relays.go)
 
 	mounts mounts
 
@@ -125,13 +137,14 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		paths:  opts.Paths,
-		id:     opts.Identity,
-		log:    opts.Logger,
-		keep:   opts.Keepalive,
-		alone:  opts.Standalone,
-		peers:  map[identity.DeviceID]*peer{},
-		shares: map[string]*openShare{},
+		paths:       opts.Paths,
+		id:          opts.Identity,
+		log:         opts.Logger,
+		keep:        opts.Keepalive,
+		alone:       opts.Standalone,
+		keepRelayed: opts.KeepRelayed,
+		peers:       map[identity.DeviceID]*peer{},
+		shares:      map[string]*openShare{},
 	}
 	n.refused = newRefusalLog(opts.Logger)
 	n.disc = discovery{on: opts.Discovery, epoch: opts.DiscoveryEpoch, interfaces: opts.DiscoveryInterfaces}
@@ -151,7 +164,10 @@ func New(opts Options) (*Node, error) {
 	}
 	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted, Unproven: n.pairUnproven}
 	if !opts.Standalone {
-		n.ln, err = transport.Listen(opts.Listen)
+		n.punchLn, err = listenPeers(opts.Listen)
+		if n.punchLn != nil {
+			n.ln = n.punchLn
+		}
 		if err != nil {
 			return nil, fmt.Errorf("listening on %s: %w (is another daemon using the port? choose one with --listen)", opts.Listen, err)
 		}
@@ -180,6 +196,9 @@ func (n *Node) Run(ctx context.Context) error {
 	for _, p := range n.peers {
 		n.startDialLocked(p)
 	}
+	for _, rc := range n.relays {
+		n.startRelayLocked(rc)
+	}
 	n.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -190,6 +209,11 @@ func (n *Node) Run(ctx context.Context) error {
 			n.acceptLoop(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.netwatchLoop(ctx)
+	}()
 	if !n.alone {
 		n.restoreMounts(ctx)
 	}
@@ -200,6 +224,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.ln.Close()
 	}
 	wg.Wait()
+	n.stopRelays()
 	n.refused.stop()
 	n.unmountAll()
 
@@ -249,10 +274,12 @@ func (n *Node) apply(cfg *config.File) {
 	defer n.mu.Unlock()
 	n.cfg = cfg
 	seen := map[identity.DeviceID]bool{}
+	trustChanged := false
 	for _, pc := range cfg.Peers {
 		seen[pc.ID] = true
 		p := n.peers[pc.ID]
 		if p == nil {
+			trustChanged = true
 			p = newPeer(n, pc)
 			n.peers[pc.ID] = p
 			if n.runCtx != nil {
@@ -268,8 +295,20 @@ func (n *Node) apply(cfg *config.File) {
 	}
 	for id, p := range n.peers {
 		if !seen[id] {
+			trustChanged = true
 			delete(n.peers, id)
 			go p.stop()
+		}
+	}
+	before := make([]relay.URL, 0, len(n.relays))
+	for _, rc := range n.relays {
+		before = append(before, rc.url)
+	}
+	n.applyRelaysLocked(cfg.RelayURLs(), trustChanged)
+	if !slices.Equal(before, cfg.RelayURLs()) {
+		// A peer with no link tries the new relays at once.
+		for _, p := range n.peers {
+			p.kickDial()
 		}
 	}
 	// Reopen shares whose definition changed; close removed ones.
@@ -334,13 +373,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// attach turns a verified connection into the peer's session, resolving a simultaneous dial.
-// It fails when the protocol cannot be negotiated (or the peer refuses us after TLS).
-func (n *Node) attach(conn *transport.Conn) error { return n.attachLink(conn, nil) }
+// linkPath is how a link runs.
+type linkPath struct {
+	kind string // api.PathDirect, api.PathPunched or api.PathRelayed
+	via  string // for a relayed link, the relay's URL without its token
+}
 
-// attachLink is attach; a link dialled to replace another (rekey.go) names it in replacing,
-// and takes its place whatever the preference between simultaneous dials says.
-func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
+func (l linkPath) relayed() bool { return l.kind == api.PathRelayed }
+
+// attachVia turns a verified connection into the peer's session, resolving a simultaneous
+// dial. It fails when the protocol cannot be negotiated (or the peer refuses us after TLS).
+func (n *Node) attachVia(conn *transport.Conn, how linkPath) error {
+	return n.attachLink(conn, nil, how)
+}
+
+// attachLink is attachVia; a link dialled to replace another (rekey.go, a direct path
+// replacing a relayed one) names it in replacing, and takes its place whatever the
+// preference between simultaneous dials says.
+func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session, how linkPath) error {
 	n.mu.Lock()
 	p := n.peers[conn.Peer]
 	n.mu.Unlock()
@@ -359,8 +409,8 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 		List:   func() []wire.ShareInfo { return n.sharesFor(id) },
 		Logger: n.log,
 	}
-	use := &linkUse{}
-	sess, err := rpc.New(conn, rpc.Options{Handler: usageHandler{srv, use}, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
+	use := &linkUse{path: how}
+	sess, err := rpc.New(conn, rpc.Options{Handler: usageHandler{srv, use, p.servePunch}, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
 	if err != nil {
 		p.releaseLink()
 		n.log.Warn("link negotiation failed", "peer", p.name(), "err", err)
@@ -378,7 +428,7 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 		p.releaseLink()
 		return errors.New("the link to replace ended meanwhile")
 	case p.setSession(sess, conn, preferred):
-		n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "outbound", conn.Outbound,
+		n.log.Info("peer connected", "peer", p.name(), "addr", conn.RemoteAddr(), "path", how.kind, "via", how.via, "outbound", conn.Outbound,
 			"tls", conn.Info.Version, "cipher", conn.Info.CipherSuite, "kex", conn.Info.Group, "protocol", sess.Version())
 	case conn.Outbound:
 		sess.Close(errors.New("duplicate link"))
@@ -386,7 +436,8 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session) error {
 		p.releaseLink()
 		return nil
 	default:
-		n.log.Info("peer opened another link; serving its requests on it too", "peer", p.name(), "addr", conn.RemoteAddr())
+		n.log.Info("peer opened another link; serving its requests on it too", "peer", p.name(), "addr", conn.RemoteAddr(), "path", how.kind)
+		go p.probeCurrent()
 	}
 	if ctx := n.runContext(); ctx != nil {
 		go p.watchKeys(ctx, sess, conn, use)

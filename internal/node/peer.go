@@ -1,10 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +35,10 @@ type peer struct {
 	kick      chan struct{} // capacity 1: dial now
 	dialStop  context.CancelFunc
 	dialDone  chan struct{}
-	lan       []lanAddr // where LAN discovery found the peer (candidates.go)
+	lan       []lanAddr             // where LAN discovery found the peer (candidates.go)
+	tries     []api.CandidateStatus // the candidates and relays last tried (candidates.go)
+	told      []netip.AddrPort      // interface addresses the peer sent in PUNCH (punch.go)
+	noPunch   *rpc.Session          // the link on which the peer refused PUNCH
 	transfers map[string]*api.TransferStatus
 	links     int // links negotiating or live, at most maxLinksPerPeer (attach)
 	uses      map[*rpc.Session]*linkUse
@@ -122,7 +128,30 @@ func refusal(err error) bool {
 func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred bool) bool {
 	p.mu.Lock()
 	old, oldConn := p.sess, p.conn
-	if old != nil && old.Err() == nil && !preferred && (conn.Outbound || oldConn.Outbound) {
+	oldLive := old != nil && old.Err() == nil
+	newPath, oldPath := p.pathOfLocked(sess), p.pathOfLocked(old)
+	switch {
+	case oldLive && oldPath.relayed() && !newPath.relayed():
+		// A direct path replaces a relayed one, make before break: the relayed link
+		// drains (rekey.go) if we opened it, and the peer closes it otherwise.
+		p.extra = append(p.extra, link{old, oldConn})
+		p.sess, p.conn, p.lastErr = sess, conn, nil
+		p.lastAddr = conn.RemoteAddr().String()
+		close(p.changed)
+		p.changed = make(chan struct{})
+		use := p.uses[old]
+		p.mu.Unlock()
+		if oldConn.Outbound {
+			if ctx := p.n.runContext(); ctx != nil {
+				go p.drain(ctx, old, use, errGoneDirect)
+			}
+		}
+		return true
+	case oldLive && !oldPath.relayed() && newPath.relayed() && conn.Outbound:
+		// A relayed link we opened while a direct one came up: the direct one stays.
+		p.mu.Unlock()
+		return false
+	case oldLive && !preferred && (conn.Outbound || oldConn.Outbound):
 		if !conn.Outbound {
 			p.extra = append(p.extra, link{sess, conn})
 		}
@@ -133,7 +162,7 @@ func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred boo
 	p.lastAddr = conn.RemoteAddr().String()
 	close(p.changed)
 	p.changed = make(chan struct{})
-	keepOld := old != nil && old.Err() == nil && !oldConn.Outbound
+	keepOld := oldLive && !oldConn.Outbound
 	if keepOld {
 		p.extra = append(p.extra, link{old, oldConn})
 	}
@@ -142,6 +171,21 @@ func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred boo
 		old.Close(errors.New("replaced by a newer link"))
 	}
 	return true
+}
+
+// pathOfLocked is how sess runs; p.mu is held.
+func (p *peer) pathOfLocked(sess *rpc.Session) linkPath {
+	if u := p.uses[sess]; u != nil {
+		return u.path
+	}
+	return linkPath{}
+}
+
+// onRelay reports whether the link our calls use runs through a relay.
+func (p *peer) onRelay() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sess != nil && p.sess.Err() == nil && p.pathOfLocked(p.sess).relayed()
 }
 
 // replaceSession makes sess, a link we dialled to replace old, the one our calls use, and
@@ -272,16 +316,20 @@ func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, e
 }
 
 func unreachable(name, addr string, lastErr error) error {
+	where := ""
+	if addr != "" {
+		where = " (" + addr + ")"
+	}
 	switch {
 	case refusal(lastErr):
 		return api.Errorf(api.CodeUntrusted, "cannot link to peer %s: %v", name, lastErr)
 	case addr == "" && (lastErr == nil || errors.Is(lastErr, errNoCandidate)):
 		return api.Errorf(api.CodePeerUnreachable,
-			"peer %s is not connected and has no address: set one with \"peerfs peer set %s --addr HOST:PORT\" or start its daemon so it dials us", name, name)
+			"peer %s is not connected and has no address: set one with \"peerfs peer set %s --addr HOST:PORT\", add a relay you both use with \"peerfs relay add URL\", or start its daemon so it dials us", name, name)
 	case lastErr != nil:
-		return api.Errorf(api.CodePeerUnreachable, "peer %s (%s) is not connected: %v; check that its daemon runs and the address", name, addr, lastErr)
+		return api.Errorf(api.CodePeerUnreachable, "peer %s%s is not connected: %v; check that its daemon runs, its address and relays", name, where, lastErr)
 	}
-	return api.Errorf(api.CodePeerUnreachable, "peer %s (%s) is not connected; check that its daemon runs and the address", name, addr)
+	return api.Errorf(api.CodePeerUnreachable, "peer %s%s is not connected; check that its daemon runs, its address and relays", name, where)
 }
 
 // startDial runs the dial loop until stopDial or ctx ends.
@@ -325,26 +373,66 @@ func (p *peer) stop() {
 	}
 }
 
-// dialLoop keeps a link up: while connected it waits for the link to end; otherwise it dials
-// the peer's candidates in turn, backing off exponentially (with jitter) after a round in
-// which all failed. A kick (a caller waiting, a newly discovered address) dials at once. A
-// peer with no candidate yet waits for one: it may dial us, or be discovered.
+// dialLoop keeps a link up: while connected directly it waits for the link to end; while
+// connected through a relay it tries the direct candidates now and then (a direct link
+// replaces the relayed one, peer.setSession); otherwise it connects (peer.connect: direct
+// candidates, then relays), backing off exponentially (with jitter) after a round in which
+// all failed. A kick (a caller waiting, a newly discovered address, a network change)
+// tries at once. A peer with no candidate and no relay waits for one: it may dial us, or be
+// discovered.
 func (p *peer) dialLoop(ctx context.Context) {
 	backoff := backoffMin
+	upgrade := upgradeMin
 	for {
 		p.mu.Lock()
 		sess, changed, name, id := p.sess, p.changed, p.cfg.Name, p.cfg.ID
 		p.mu.Unlock()
 		if sess != nil && sess.Err() == nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
+			backoff = backoffMin
+			cands := p.directCandidates(time.Now())
+			if !p.onRelay() || len(cands) == 0 && !p.canPunch(sess, id) {
+				upgrade = upgradeMin
+				select {
+				case <-ctx.Done():
+					return
+				case <-changed:
+				case <-p.kick:
+				}
 				continue
 			}
+			// PUNCH first: it tries the peer's interface addresses too, all at once, where
+			// plain dials go one by one and wait out each address that drops packets.
+			err := errNoCandidate
+			if p.canPunch(sess, id) {
+				err = p.punchOnce(ctx, sess, id)
+			}
+			if err != nil && len(cands) > 0 && p.onRelay() {
+				err = p.upgrade(ctx, sess, id, cands)
+			}
+			if err != nil {
+				p.n.log.Debug("no direct path yet; the link stays relayed", "peer", name, "err", err, "retry_in", upgrade)
+			}
+			if err == nil {
+				upgrade = upgradeMin
+				continue
+			}
+			t := time.NewTimer(jitter(upgrade))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-changed:
+				t.Stop()
+			case <-p.kick:
+				t.Stop()
+			case <-t.C:
+			}
+			upgrade = min(upgrade*2, upgradeMax)
+			continue
 		}
 		cands := p.directCandidates(time.Now())
-		if len(cands) == 0 {
+		relays := p.n.relayClients()
+		if len(cands) == 0 && len(relays) == 0 {
 			p.setError(errNoCandidate)
 			select {
 			case <-ctx.Done():
@@ -354,7 +442,7 @@ func (p *peer) dialLoop(ctx context.Context) {
 			}
 			continue
 		}
-		err := p.dialCandidates(ctx, id, cands)
+		err := p.connect(ctx, id, cands, relays)
 		if err == nil {
 			backoff = backoffMin
 			continue
@@ -379,25 +467,220 @@ func (p *peer) dialLoop(ctx context.Context) {
 	}
 }
 
-// errNoCandidate: the peer has no address we know of; it can still dial us.
-var errNoCandidate = errors.New("no address known for it")
+const (
+	// upgradeMin and upgradeMax pace the attempts at a direct path while a relayed link
+	// is up: a path that failed usually stays closed until the network changes, which
+	// kicks an attempt at once anyway.
+	upgradeMin = 2 * time.Second
+	upgradeMax = 2 * time.Minute
+	// relayYield is how long the device with the larger ID waits before dialling through
+	// a relay, so that when both start at once the smaller one's dial arrives first: a
+	// relay join and handshake take a few round trips.
+	relayYield = 500 * time.Millisecond
+	// directDialWait bounds one direct dial, TCP connect and handshake: an address that
+	// drops packets (a firewall, a host that left) would otherwise hold a round for the
+	// handshake timeout.
+	directDialWait = 10 * time.Second
+)
 
-// dialCandidates dials each candidate in turn until one links; the error names each failure.
-func (p *peer) dialCandidates(ctx context.Context, id identity.DeviceID, cands []candidate) error {
+// errLinked: a link came up (the peer dialled us) while we were about to dial.
+var errLinked = errors.New("linked meanwhile")
+
+// hasLink reports whether a live link serves our calls.
+func (p *peer) hasLink() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sess != nil && p.sess.Err() == nil
+}
+
+// errNoCandidate: the peer has no address we know of and no relay is configured; it can
+// still dial us.
+var errNoCandidate = errors.New("no address known for it and no relay configured")
+
+// connect links to the peer: the direct candidates in turn and, after relayHeadStart or once
+// they all failed, the relays in turn. The first link up is attached and the other attempt
+// abandoned. The error names each candidate and relay and why it failed.
+func (p *peer) connect(ctx context.Context, id identity.DeviceID, cands []candidate, relays []*relayClient) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		conn *transport.Conn
+		how  linkPath
+		err  error
+	}
+	results := make(chan result, 2)
+	attempts := 0
+	directDone := make(chan struct{})
+	if len(cands) > 0 {
+		attempts++
+		go func() {
+			defer close(directDone)
+			conn, err := p.dialDirect(ctx, id, cands)
+			results <- result{conn, linkPath{kind: api.PathDirect}, err}
+		}()
+	} else {
+		close(directDone)
+	}
+	if len(relays) > 0 {
+		attempts++
+		go func() {
+			t := time.NewTimer(relayHeadStart)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-directDone:
+			case <-ctx.Done():
+			}
+			// Two devices that know no address of each other both start by dialling
+			// through the relay, at once when they start together; the simultaneous-dial
+			// rule then closes one of the two links, and what started on it. The larger
+			// ID leaves the smaller a moment to dial first.
+			if bytes.Compare(p.n.id.ID[:], id[:]) > 0 {
+				y := time.NewTimer(relayYield)
+				defer y.Stop()
+				select {
+				case <-y.C:
+				case <-ctx.Done():
+				}
+			}
+			if p.hasLink() {
+				results <- result{err: errLinked}
+				return
+			}
+			conn, how, err := p.dialRelays(ctx, id, relays)
+			results <- result{conn, how, err}
+		}()
+	}
+	// abandon closes what the attempts still running bring, after ctx is cancelled.
+	abandon := func(rest int) {
+		go func() {
+			for range rest {
+				if r := <-results; r.conn != nil {
+					r.conn.Close()
+				}
+			}
+		}()
+	}
+	var errs []error
+	for i := 0; i < attempts; i++ {
+		r := <-results
+		if r.err == errLinked {
+			cancel()
+			abandon(attempts - i - 1)
+			return nil
+		}
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		cancel()
+		abandon(attempts - i - 1)
+		return p.n.attachVia(r.conn, r.how)
+	}
+	return dialErrors(errs)
+}
+
+// upgrade tries the direct candidates while sess, a relayed link, is up; a direct link that
+// comes up replaces it, make before break.
+func (p *peer) upgrade(ctx context.Context, sess *rpc.Session, id identity.DeviceID, cands []candidate) error {
+	conn, err := p.dialDirect(ctx, id, cands)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	use := p.uses[sess]
+	p.mu.Unlock()
+	if err := p.n.attachLink(conn, sess, linkPath{kind: api.PathDirect}); err != nil {
+		return err
+	}
+	p.n.log.Info("direct path found; the relayed link drains", "peer", p.name(), "addr", conn.RemoteAddr())
+	if ctx := p.n.runContext(); ctx != nil {
+		go p.drain(ctx, sess, use, errGoneDirect)
+	}
+	return nil
+}
+
+// dialDirect dials each candidate in turn until one verifies; the error names each failure.
+func (p *peer) dialDirect(ctx context.Context, id identity.DeviceID, cands []candidate) (*transport.Conn, error) {
 	var errs []error
 	for _, c := range cands {
-		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		conn, err := transport.Dial(dctx, c.addr, p.n.tcfg, id)
+		dctx, cancel := context.WithTimeout(ctx, directDialWait)
+		conn, err := p.n.dialTCP(dctx, c.addr, id)
 		cancel()
-		if err == nil {
-			if err = p.n.attach(conn); err == nil {
-				return nil
-			}
-		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			if conn != nil {
+				conn.Close()
+			}
+			return nil, ctx.Err()
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", c.addr, err))
+		p.tried(c.addr, c.source, err)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, fmt.Errorf("%s (%s): %w", c.addr, c.source, trimDial(err, c.addr)))
 	}
-	return errors.Join(errs...)
+	return nil, dialErrors(errs)
 }
+
+// dialRelays meets the peer at each relay in turn until one link verifies.
+func (p *peer) dialRelays(ctx context.Context, id identity.DeviceID, relays []*relayClient) (*transport.Conn, linkPath, error) {
+	var errs []error
+	for _, rc := range relays {
+		via := rc.url.Redacted()
+		conn, err := p.n.dialRelay(ctx, rc, id)
+		if ctx.Err() != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			return nil, linkPath{}, ctx.Err()
+		}
+		p.tried(via, candidateRelay, err)
+		if err == nil {
+			return conn, linkPath{kind: api.PathRelayed, via: via}, nil
+		}
+		errs = append(errs, fmt.Errorf("relay %s: %w", via, err))
+	}
+	return nil, linkPath{}, dialErrors(errs)
+}
+
+// trimDial drops the "connect to ADDR: " prefix transport.Dial puts before its errors, since
+// the caller names the address already.
+func trimDial(err error, addr string) error {
+	if msg := err.Error(); strings.HasPrefix(msg, "connect to "+addr+": ") {
+		return wrapped{strings.TrimPrefix(msg, "connect to "+addr+": "), err}
+	}
+	return err
+}
+
+// wrapped is an error with a message of its own that still unwraps to err.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w wrapped) Error() string { return w.msg }
+func (w wrapped) Unwrap() error { return w.err }
+
+// dialErrors joins the failures of one round in a line ("; " between them), keeping each
+// for errors.Is.
+func dialErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return joined{strings.Join(msgs, "; "), errs}
+}
+
+type joined struct {
+	msg  string
+	errs []error
+}
+
+func (j joined) Error() string   { return j.msg }
+func (j joined) Unwrap() []error { return j.errs }

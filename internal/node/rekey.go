@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/rpc"
 	"github.com/peerfs/peerfs/internal/transport"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -59,8 +60,12 @@ var errKeyLimit = errors.New("link reached its key usage limit; it is closed so 
 // errRekeyed closes a link replaced by a fresh one once it drained.
 var errRekeyed = errors.New("replaced by a fresh link to renew its keys")
 
+// errGoneDirect closes a relayed link replaced by a direct one once it drained.
+var errGoneDirect = errors.New("replaced by a direct path")
+
 // linkUse counts what runs on one link, so that a replaced link closes only when idle.
 type linkUse struct {
+	path       linkPath     // how the link runs; set before the link is shared
 	active     atomic.Int64 // our calls and transfers on it (peer.acquire)
 	served     atomic.Int64 // the peer's requests being served, WATCH aside
 	lastServed atomic.Int64 // when the peer last opened one, Unix ns
@@ -76,11 +81,16 @@ func (u *linkUse) done() {
 // usageHandler counts the requests a link serves for linkUse. It keeps the share server's
 // Inline answers, so that counting does not cost the read-loop fast path.
 type usageHandler struct {
-	srv rpc.Inliner
-	use *linkUse
+	srv   rpc.Inliner
+	use   *linkUse
+	punch func(*rpc.Request) // PUNCH is about the link, not a share (punch.go)
 }
 
 func (h usageHandler) ServeRequest(r *rpc.Request) {
+	if r.Op == wire.OpPunch {
+		h.punch(r)
+		return
+	}
 	if r.Op != wire.OpWatch {
 		h.use.lastServed.Store(time.Now().UnixNano())
 		h.use.served.Add(1)
@@ -125,12 +135,12 @@ func (p *peer) watchKeys(ctx context.Context, sess *rpc.Session, conn *transport
 			continue
 		}
 		p.mu.Lock()
-		current, addr := p.sess == sess, p.cfg.Addr
+		current := p.sess == sess
 		p.mu.Unlock()
-		if !current || addr == "" {
+		if !current {
 			continue // another link serves our calls; ours drains or is the peer's to replace
 		}
-		if err := p.rekey(ctx, sess, use, addr); err != nil {
+		if err := p.rekey(ctx, sess, conn, use); err != nil {
 			p.n.log.Warn("renewing the link's keys failed; the link stays until it succeeds", "peer", p.name(), "err", err, "retry_in", backoff)
 			retry = time.Now().Add(backoff)
 			backoff = min(2*backoff, backoffMax)
@@ -140,15 +150,36 @@ func (p *peer) watchKeys(ctx context.Context, sess *rpc.Session, conn *transport
 	}
 }
 
-// rekey dials a new link to replace sess, then lets sess drain and close.
-func (p *peer) rekey(ctx context.Context, sess *rpc.Session, use *linkUse, addr string) error {
+// rekey dials a new link the way sess runs (the same address, or the same relay) to
+// replace it, then lets sess drain and close. A punched path cannot be dialled again (the
+// routers let in only a punch), so a punched link is replaced by a relayed one, which the
+// dial loop then punches again (PUNCH), make before break both times.
+func (p *peer) rekey(ctx context.Context, sess *rpc.Session, old *transport.Conn, use *linkUse) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := transport.Dial(dctx, addr, p.n.tcfg, p.cfg.ID)
-	cancel()
+	defer cancel()
+	var conn *transport.Conn
+	how := use.path
+	var err error
+	switch {
+	case how.relayed():
+		rc := p.n.relayByURL(how.via)
+		if rc == nil {
+			return fmt.Errorf("relay %s is no longer configured", how.via)
+		}
+		conn, err = p.n.dialRelay(dctx, rc, p.cfg.ID)
+	case how.kind == api.PathPunched:
+		relays := p.n.relayClients()
+		if len(relays) == 0 {
+			return errors.New("a punched link is renewed through a relay, and none is configured")
+		}
+		conn, how, err = p.dialRelays(dctx, p.cfg.ID, relays)
+	default:
+		conn, err = p.n.dialTCP(dctx, old.RemoteAddr().String(), p.cfg.ID)
+	}
 	if err != nil {
 		return err
 	}
-	if err := p.n.attachLink(conn, sess); err != nil {
+	if err := p.n.attachLink(conn, sess, how); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -161,12 +192,12 @@ func (p *peer) rekey(ctx context.Context, sess *rpc.Session, use *linkUse, addr 
 		return fmt.Errorf("the new link did not take over")
 	}
 	p.n.log.Info("link replaced to renew its keys", "peer", p.name(), "bytes_in", sess.BytesIn(), "bytes_out", sess.BytesOut())
-	go p.drain(ctx, sess, use)
+	go p.drain(ctx, sess, use, errRekeyed)
 	return nil
 }
 
 // drain closes a replaced link once nothing runs on it (see the flow above).
-func (p *peer) drain(ctx context.Context, sess *rpc.Session, use *linkUse) {
+func (p *peer) drain(ctx context.Context, sess *rpc.Session, use *linkUse, reason error) {
 	switched := time.Now()
 	t := time.NewTicker(keyCheck / 5)
 	defer t.Stop()
@@ -181,7 +212,7 @@ func (p *peer) drain(ctx context.Context, sess *rpc.Session, use *linkUse) {
 		last := time.Unix(0, use.lastServed.Load())
 		if use.active.Load() == 0 && use.served.Load() == 0 &&
 			time.Since(switched) >= drainGrace && time.Since(last) >= drainGrace {
-			sess.Close(errRekeyed)
+			sess.Close(reason)
 			return
 		}
 	}

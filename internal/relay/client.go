@@ -37,6 +37,10 @@ type Options struct {
 	// JoinTimeout bounds connect, handshake and join, not the wait for the partner (ctx
 	// bounds that); zero is DefaultJoinTimeout.
 	JoinTimeout time.Duration
+	// Joined, if set, is called once the join has been sent and the relay's TLS checked:
+	// from then on the device waits at the relay for its partner (a listening device is
+	// reachable there).
+	Joined func()
 }
 
 // Session is a paired stream to a peer through a relay. Conn carries raw bytes end to end:
@@ -100,6 +104,9 @@ func Dial(ctx context.Context, u URL, role Role, ids []ID, opts *Options) (*Sess
 	if _, err := tc.Write(j.encode()); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("join at %s: %w", where, err)
+	}
+	if opts.Joined != nil {
+		opts.Joined()
 	}
 	rp, err := readReply(tc)
 	if err != nil {

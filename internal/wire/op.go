@@ -60,6 +60,13 @@ const (
 	OpMknod       Op = 0x2E // FIFO, socket or device node (version 4)
 )
 
+// Requests between the two devices themselves, about their link rather than a share.
+const (
+	// OpPunch exchanges direct-path candidates over a relayed link, then both sides punch
+	// (internal/punch). A peer that does not know it refuses it with UNSUPPORTED.
+	OpPunch Op = 0x30
+)
+
 var opNames = map[Op]string{
 	OpHello: "HELLO", OpPing: "PING", OpPong: "PONG", OpClose: "CLOSE",
 	OpCancel: "CANCEL", OpCredit: "CREDIT", OpError: "ERROR", OpData: "DATA", OpEnd: "END",
@@ -70,6 +77,7 @@ var opNames = map[Op]string{
 	OpEvents: "EVENTS", OpCreate: "CREATE", OpWrite: "WRITE", OpUnlink: "UNLINK", OpRmdir: "RMDIR",
 	OpRename: "RENAME", OpLink: "LINK", OpSetXattr: "SETXATTR", OpRemoveXattr: "REMOVEXATTR",
 	OpFallocate: "FALLOCATE", OpFsync: "FSYNC", OpMknod: "MKNOD",
+	OpPunch: "PUNCH",
 }
 
 // Ops lists every opcode this version defines, in numeric order.

@@ -46,7 +46,7 @@ func TestOpIsRequest(t *testing.T) {
 	requests := []Op{
 		OpShares, OpStat, OpReadDir, OpRead, OpGet, OpStatfs, OpGetXattr, OpListXattr, OpWatch, OpStream,
 		OpPut, OpMkdir, OpSymlink, OpSetAttr, OpCreate, OpWrite, OpUnlink, OpRmdir, OpRename, OpLink,
-		OpSetXattr, OpRemoveXattr, OpFallocate, OpFsync, OpMknod,
+		OpSetXattr, OpRemoveXattr, OpFallocate, OpFsync, OpMknod, OpPunch,
 	}
 	for _, op := range Ops() {
 		if got, want := op.IsRequest(), slices.Contains(requests, op); got != want {
@@ -57,7 +57,7 @@ func TestOpIsRequest(t *testing.T) {
 
 // The opcode ranges of docs/PROTOCOL.md: 0x01-0x0F link and exchange control (EVENTS among
 // them: it travels inside a WATCH exchange), 0x10-0x1F requests that read a share, 0x20-0x2F
-// requests that change it.
+// requests that change it, 0x30-0x3F requests about the link itself.
 func TestOpRanges(t *testing.T) {
 	for _, op := range Ops() {
 		switch {
@@ -65,7 +65,7 @@ func TestOpRanges(t *testing.T) {
 			if op.IsRequest() {
 				t.Errorf("%v (0x%02X) is in the control range but IsRequest", op, uint8(op))
 			}
-		case op >= 0x10 && op <= 0x2F:
+		case op >= 0x10 && op <= 0x3F:
 			if !op.IsRequest() {
 				t.Errorf("%v (0x%02X) is in the request range but not IsRequest", op, uint8(op))
 			}

@@ -205,6 +205,12 @@ var rawFrames = []rawFrame{
 	{"setxattr-reply", Header{Op: OpSetXattr, Flags: FlagResponse, Tag: 12}, nil},
 	{"removexattr-reply", Header{Op: OpRemoveXattr, Flags: FlagResponse, Tag: 12}, nil},
 	{"fsync-reply", Header{Op: OpFsync, Flags: FlagResponse, Tag: 12}, nil},
+	// PUNCH bodies are punch messages (internal/punch, docs/PROTOCOL.md "PUNCH"), opaque to
+	// wire: CANDIDATES of attempt 7, a local 10.1.0.2:7462 and an observed 198.51.100.2:7462.
+	{"punch", Header{Op: OpPunch, Tag: 13}, []byte("\x01\x01\x00\x00\x00\x07\x02" +
+		"\x02\x04\x0a\x01\x00\x02\x1d\x26" + "\x01\x04\xc6\x33\x64\x02\x1d\x26")},
+	{"punch-reply", Header{Op: OpPunch, Flags: FlagResponse, Tag: 13}, []byte("\x01\x01\x00\x00\x00\x07\x01" +
+		"\x01\x04\xcb\x00\x71\x06\x1d\x26")},
 }
 
 // writeBody is a WRITE request body: the head, then the raw bytes.
