@@ -137,7 +137,8 @@ type Session struct {
 	served  map[uint32]*exchange // the peer opened
 	slots   chan struct{}        // our open exchanges, at most MaxInFlight
 
-	control chan *Buffer // complete frames queued by readLoop for controlLoop
+	control  chan *Buffer  // complete frames queued by readLoop for controlLoop
+	readDone chan struct{} // closed when readLoop returns: nothing is queued on control after
 	// streamsOut counts the exchanges on which this side sends DATA (a pushed GET or STREAM,
 	// an opened PUT); requests are served inline only while it is 0 (Inliner).
 	streamsOut atomic.Int32
@@ -177,6 +178,7 @@ func New(conn net.Conn, opts Options) (*Session, error) {
 		served:    make(map[uint32]*exchange),
 		slots:     make(chan struct{}, MaxInFlight),
 		control:   make(chan *Buffer, controlQueue),
+		readDone:  make(chan struct{}),
 		unpause:   make(chan struct{}, 1),
 		readAhead: make(chan struct{}, PushReadAhead/chunkbuf.Len),
 		done:      make(chan struct{}),
@@ -377,6 +379,7 @@ func (s *Session) sendSmall(op wire.Op, flags wire.Flags, tag uint32, body []byt
 
 func (s *Session) readLoop() {
 	defer s.loops.Done()
+	defer close(s.readDone)
 	var hdr [wire.HeaderLen]byte
 	for {
 		if _, err := io.ReadFull(s.br, hdr[:]); err != nil {
@@ -668,6 +671,9 @@ func (s *Session) controlLoop() {
 	for {
 		select {
 		case <-s.done:
+			// readLoop may still queue a frame it was routing when the link ended; its
+			// buffer would stay out of the pool for good (FuzzServer found it).
+			<-s.readDone
 			for {
 				select {
 				case buf := <-s.control:
