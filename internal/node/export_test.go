@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 
+	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/rpc"
+	"github.com/peerfs/peerfs/internal/transport"
 )
 
 // Session returns the link to the named peer, dialling or waiting for it as a command would
@@ -12,4 +14,18 @@ import (
 func (n *Node) Session(ctx context.Context, peer string) (*rpc.Session, error) {
 	_, sess, err := n.link(ctx, peer)
 	return sess, err
+}
+
+// DialAgain dials the named peer at addr and attaches the link even while one is up, as
+// happens when both devices dial at once.
+func (n *Node) DialAgain(ctx context.Context, peer, addr string) error {
+	p, err := n.peerByName(peer)
+	if err != nil {
+		return err
+	}
+	conn, err := transport.Dial(ctx, addr, n.tcfg, p.cfg.ID)
+	if err != nil {
+		return err
+	}
+	return n.attachVia(conn, linkPath{kind: api.PathDirect})
 }

@@ -162,16 +162,30 @@ func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred boo
 	p.lastAddr = conn.RemoteAddr().String()
 	close(p.changed)
 	p.changed = make(chan struct{})
-	keepOld := oldLive && !oldConn.Outbound
-	if keepOld {
+	if oldLive {
+		// Make before break: what runs on the old link (a pull, a mount's reads) finishes
+		// there. One we opened drains and closes (rekey.go); one the peer opened serves
+		// until the peer closes it.
 		p.extra = append(p.extra, link{old, oldConn})
 	}
+	use := p.uses[old]
 	p.mu.Unlock()
-	if old != nil && !keepOld {
-		old.Close(errors.New("replaced by a newer link"))
+	switch {
+	case old == nil:
+	case !oldLive:
+		old.Close(errReplaced)
+	case oldConn.Outbound:
+		if ctx := p.n.runContext(); ctx != nil && use != nil {
+			go p.drain(ctx, old, use, errReplaced)
+		} else {
+			old.Close(errReplaced)
+		}
 	}
 	return true
 }
+
+// errReplaced closes a link another replaced (the peer's, after both dialled at once).
+var errReplaced = errors.New("replaced by a newer link")
 
 // pathOfLocked is how sess runs; p.mu is held.
 func (p *peer) pathOfLocked(sess *rpc.Session) linkPath {
