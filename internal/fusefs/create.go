@@ -71,7 +71,7 @@ func (n *Node) createLocally(ctx context.Context, name, p string, flags, mode, c
 	now := time.Now().UnixNano()
 	e := wire.Entry{Name: name, Mode: wire.ModeRegular | mode&0o777, Nlink: 1,
 		AtimeNs: now, MtimeNs: now, CtimeNs: now, Ino: localInoBase + n.root.localInos.Add(1)}
-	child := &Node{root: n.root, localSize: -1}
+	child := &Node{root: n.root}
 	child.creating = &localCreate{entry: e, mode: mode & 0o7777, flags: cf, parent: n}
 	ino = n.NewInode(ctx, child, fs.StableAttr{Mode: syscall.S_IFREG, Ino: e.Ino, Gen: n.root.gen.Load()})
 	child = ino.Operations().(*Node)

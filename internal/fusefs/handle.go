@@ -72,6 +72,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // opening returns the attributes of the file being opened, after emptying it for O_TRUNC.
 // The open is reserved (reserveOpen).
 func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.Errno) {
+	f := n.fileOf()
 	p, done := n.holdPath()
 	defer done()
 	e, err := n.entry(ctx)
@@ -82,7 +83,7 @@ func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.E
 		if errno := n.ensureCreated(ctx); errno != 0 {
 			return e, errno
 		}
-		n.wb.Truncate(0)
+		f.wb.Truncate(0)
 		before, known := n.root.replica.Stat(p)
 		n.root.stats.roundTrips.Add(1)
 		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: p, Valid: wire.SetSize})
@@ -93,7 +94,7 @@ func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.E
 		n.changedHere(known, &before, resp.Pre, &e, false)
 		n.root.replica.Put(p, e)
 		n.mu.Lock()
-		n.localSize = 0
+		f.localSize = 0
 		n.mu.Unlock()
 		n.root.forgetContent(p)
 		n.truncatePass(0)
@@ -110,10 +111,11 @@ const passDrainWait = 200 * time.Millisecond
 // passDrained reports whether the file has no passthrough open, waiting up to passDrainWait
 // for the ones there are to be released.
 func (n *Node) passDrained(ctx context.Context) bool {
+	f := n.fileOf()
 	deadline := time.Now().Add(passDrainWait)
 	for {
 		n.mu.Lock()
-		pass := n.passOpens
+		pass := f.passOpens
 		n.mu.Unlock()
 		if pass == 0 {
 			return true
@@ -130,20 +132,24 @@ func (n *Node) passDrained(ctx context.Context) bool {
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
 		fills: flags&openDirect == 0}
+	f := n.fileOf()
+	n.mu.Lock()
+	f.last = *e // the file as the open found it, until a lookup or Getattr sees it again (fill)
+	n.mu.Unlock()
 	if ph, ok := n.joinPassthrough(h, e); ok {
 		return ph, 0, 0
 	}
 	if h.writable {
 		n.mu.Lock()
-		n.writers++
-		if n.localSize < 0 {
-			n.localSize = int64(e.Size)
+		f.writers++
+		if f.localSize < 0 {
+			f.localSize = int64(e.Size)
 		}
 		n.mu.Unlock()
 		return h, 0, 0
 	}
 	n.mu.Lock()
-	pending := n.writers > 0 || n.wb.Dirty() > 0
+	pending := f.writers > 0 || f.wb.Dirty() > 0
 	n.mu.Unlock()
 	if e.HasData && !pending {
 		h.inline = e.Data
@@ -166,13 +172,13 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	// kernel fails an open that would mix passthrough and page-cached opens of one inode, so
 	// passthrough is used only when no other open of the file exists, or all are passthrough.
 	n.mu.Lock()
-	pass := n.root.passthrough.Load() && !pending && cf.Complete() && (n.opens == 1 && !pages || n.passOpens > 0)
+	pass := n.root.passthrough.Load() && !pending && cf.Complete() && (n.opens == 1 && !pages || f.passOpens > 0)
 	if pass {
-		n.passOpens++
+		f.passOpens++
 		h.pass = true
-		if n.passCF == nil {
-			n.passCF = cf.Retain()
-			n.passSent, _ = stampOf(cf.OSFile())
+		if f.passCF == nil {
+			f.passCF = cf.Retain()
+			f.passSent, _ = stampOf(cf.OSFile())
 		}
 	}
 	n.mu.Unlock()
@@ -192,6 +198,7 @@ var _ = (fs.FileReader)((*Handle)(nil))
 // Read serves from the inline content or the cache, fetching missing chunks first. Data this
 // mount wrote and has not sent yet is flushed first, so a reader always sees its own writes.
 func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f := h.n.fileOf()
 	n := h.n
 	n.root.stats.read.Add(int64(len(dest)))
 	if h.inline != nil {
@@ -201,9 +208,9 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(h.inline[off:min(off+int64(len(dest)), int64(len(h.inline)))]), 0
 	}
 	n.mu.Lock()
-	writing := n.writers > 0
+	writing := f.writers > 0
 	n.mu.Unlock()
-	if writing || n.wb.Dirty() > 0 {
+	if writing || f.wb.Dirty() > 0 {
 		// Also waits for a flush already under way: its data left the dirty set before it
 		// reached the owner.
 		if errno := n.flush(ctx); errno != 0 {
@@ -345,9 +352,10 @@ var _ = (fs.FileWriter)((*Handle)(nil))
 // Write keeps the data in the node's writeback extents; it reaches the owner at flush,
 // fsync, close or when too much is pending. An error from an earlier flush is reported here.
 func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	f := h.n.fileOf()
 	n := h.n
 	n.root.stats.write.Add(int64(len(data)))
-	if err := n.wb.Err(); err != nil {
+	if err := f.wb.Err(); err != nil {
 		return 0, toErrno(err)
 	}
 	if err := n.createError(); err != nil {
@@ -358,23 +366,23 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			return 0, errno
 		}
 	}
-	n.wb.Write(data, off)
+	f.wb.Write(data, off)
 	n.mu.Lock()
-	if end := off + int64(len(data)); end > n.localSize {
-		n.localSize = end
+	if end := off + int64(len(data)); end > f.localSize {
+		f.localSize = end
 	}
-	if !n.timerArmed {
-		n.timerArmed = true
-		if n.flushTimer == nil {
-			n.flushTimer = time.AfterFunc(flushDelay, n.timedFlush)
+	if !f.timerArmed {
+		f.timerArmed = true
+		if f.flushTimer == nil {
+			f.flushTimer = time.AfterFunc(flushDelay, n.timedFlush)
 		} else {
-			n.flushTimer.Reset(flushDelay)
+			f.flushTimer.Reset(flushDelay)
 		}
 	}
-	dirty := n.wb.Dirty()
-	startBehind := dirty >= writeBehind && dirty < dirtyLimit && !n.behind && n.wb.Full() >= writeBehind
+	dirty := f.wb.Dirty()
+	startBehind := dirty >= writeBehind && dirty < dirtyLimit && !f.behind && f.wb.Full() >= writeBehind
 	if startBehind {
-		n.behind = true
+		f.behind = true
 	}
 	n.mu.Unlock()
 	if startBehind {
@@ -393,14 +401,15 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 // less than writeBehind is dirty. Its error is kept for the application's next write, fsync
 // or close, like any background flush's.
 func (n *Node) writeBehind() {
+	f := n.fileOf()
 	for {
 		errno := n.flushWith(context.Background(), true)
 		if errno != 0 {
-			n.wb.Fail(errno)
+			f.wb.Fail(errno)
 		}
 		n.mu.Lock()
-		if errno != 0 || n.wb.Full() < writeBehind {
-			n.behind = false
+		if errno != 0 || f.wb.Full() < writeBehind {
+			f.behind = false
 			n.mu.Unlock()
 			return
 		}
@@ -411,14 +420,15 @@ func (n *Node) writeBehind() {
 // timedFlush sends what is still dirty flushDelay after a write. Its error is kept for the
 // application's next write, fsync or close, like any background flush's.
 func (n *Node) timedFlush() {
+	f := n.fileOf()
 	n.mu.Lock()
-	n.timerArmed = false
+	f.timerArmed = false
 	n.mu.Unlock()
-	if n.wb.Dirty() == 0 {
+	if f.wb.Dirty() == 0 {
 		return
 	}
 	if errno := n.flush(context.Background()); errno != 0 {
-		n.wb.Fail(errno)
+		f.wb.Fail(errno)
 	}
 }
 
@@ -428,15 +438,19 @@ func (n *Node) flush(ctx context.Context) syscall.Errno { return n.flushWith(ctx
 // flushWith sends the file's dirty data, or only its full pieces (fullOnly), and records the
 // owner's view of the file after the last write.
 func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
+	f := n.file.Load()
+	if f == nil {
+		return 0 // never opened nor written here: nothing to send
+	}
 	n.flushStart()
 	defer n.flushDone()
 	// One flush at a time (the write-behind one, a close's, the timer's): each must read
 	// the file's state from the replica after the previous one recorded its result, or its
 	// first WRITE would find a state it does not know and take it for a change elsewhere.
-	n.flushMu.Lock()
-	defer n.flushMu.Unlock()
+	f.flushMu.Lock()
+	defer f.flushMu.Unlock()
 	if err := n.createError(); err != nil {
-		n.wb.Truncate(0) // never to be sent: the name may be someone else's file now
+		f.wb.Truncate(0) // never to be sent: the name may be someone else's file now
 		return toErrno(err)
 	}
 	p, done := n.holdPath()
@@ -502,9 +516,9 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 	if created {
 		first = send // it creates the file on the owner; the others follow once it is there
 	}
-	err := n.wb.FlushFirst(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, fullOnly, first, send)
+	err := f.wb.FlushFirst(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, fullOnly, first, send)
 	if n.createLost.Load() {
-		n.wb.Truncate(0)
+		f.wb.Truncate(0)
 	}
 	if err == nil && !fullOnly {
 		// Nothing written at all (an empty new file): the close still creates it.
@@ -587,6 +601,7 @@ var _ = (fs.FileReleaser)((*Handle)(nil))
 
 // Release runs when the last descriptor of the open is gone; Flush already sent the data.
 func (h *Handle) Release(ctx context.Context) syscall.Errno {
+	f := h.n.fileOf()
 	h.n.root.stats.release.Add(0)
 	h.mu.Lock()
 	cf := h.cf
@@ -610,23 +625,23 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 	h.n.mu.Lock()
 	h.n.opens--
 	if h.pass {
-		h.n.passOpens--
+		f.passOpens--
 		if h.passWrite {
-			h.n.passWriters--
+			f.passWriters--
 		}
-		if h.n.passOpens == 0 {
-			passCF, h.n.passCF = h.n.passCF, nil
+		if f.passOpens == 0 {
+			passCF, f.passCF = f.passCF, nil
 		}
 	}
 	if h.writable {
-		h.n.writers--
-		if h.n.writers == 0 && h.n.wb.Dirty() == 0 {
-			h.n.localSize = -1
+		f.writers--
+		if f.writers == 0 && f.wb.Dirty() == 0 {
+			f.localSize = -1
 		}
 	}
 	hidden := ""
-	if h.n.opens == 0 && h.n.hidden != "" {
-		hidden, h.n.hidden = h.n.hidden, ""
+	if h.n.opens == 0 && h.n.hiddenName() != "" {
+		hidden, h.n.renamed.hidden = h.n.renamed.hidden, ""
 		h.n.gone = true // an open that raced the unlink starts over (reserveOpen)
 	}
 	h.n.mu.Unlock()
@@ -650,6 +665,7 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 var _ = (fs.FileAllocater)((*Handle)(nil))
 
 func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	f := h.n.fileOf()
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
@@ -661,8 +677,8 @@ func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		return toErrno(err)
 	}
 	h.n.mu.Lock()
-	if int64(e.Size) > h.n.localSize {
-		h.n.localSize = int64(e.Size)
+	if int64(e.Size) > f.localSize {
+		f.localSize = int64(e.Size)
 	}
 	h.n.mu.Unlock()
 	h.n.root.replica.Put(p, e)

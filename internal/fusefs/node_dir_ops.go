@@ -184,9 +184,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	child.ownVersion(version(&e))
 	if flags&syscall.O_TRUNC != 0 {
 		child.mu.Lock()
-		child.localSize = 0
+		child.fileOf().localSize = 0
 		child.mu.Unlock()
-		child.wb.Truncate(0)
+		child.fileOf().wb.Truncate(0)
 		n.root.forgetContent(p)
 	}
 	if errno := child.reserveOpen(); errno != 0 {
@@ -360,7 +360,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if movedNode != nil {
 		movedNode.mu.Lock()
-		movedNode.movedFrom, movedNode.movedTo = from, to
+		rn := movedNode.renames()
+		rn.movedFrom, rn.movedTo = from, to
 		movedNode.mu.Unlock()
 	}
 	now := time.Now().UnixNano()
@@ -415,7 +416,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 	}
 	nlink := cn.links(p)
 	cn.mu.Lock()
-	open := cn.opens > 0 && nlink <= 1 && cn.hidden == ""
+	open := cn.opens > 0 && nlink <= 1 && cn.hiddenName() == ""
 	cn.mu.Unlock()
 	if !open {
 		return false, 0
@@ -432,7 +433,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 	if closed {
 		cn.gone = true
 	} else {
-		cn.hidden = hidden
+		cn.renames().hidden = hidden
 	}
 	cn.mu.Unlock()
 	if closed {
@@ -449,7 +450,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 // node last showed the kernel may predate the removal of its other names through this mount.
 func (n *Node) links(p string) uint32 {
 	n.mu.Lock()
-	nlink := n.last.Nlink
+	nlink := n.nlink
 	n.mu.Unlock()
 	if e, ok := n.root.replica.Stat(p); ok {
 		nlink = e.Nlink
@@ -461,7 +462,7 @@ func (n *Node) links(p string) uint32 {
 // that raced the removal starts over (reserveOpen).
 func (n *Node) deleted() {
 	n.mu.Lock()
-	if n.hidden == "" { // else its last close deletes it (Release)
+	if n.hiddenName() == "" { // else its last close deletes it (Release)
 		n.gone = true
 	}
 	n.mu.Unlock()
