@@ -13,6 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/fetch"
 	"github.com/peerfs/peerfs/internal/wire"
 	"github.com/peerfs/peerfs/internal/writeback"
 )
@@ -166,7 +167,7 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	// fully cached file is read by passthrough.
 	pages := !pending && n.pagesWhole(version(e))
 	if !pending && !pages && !cf.Complete() && n.root.passthrough.Load() {
-		n.root.settle(ctx, n.path(), cf)
+		n.root.fetch.Settle(ctx, n.path(), cf)
 	}
 	// A fully cached, clean file: the kernel reads the cache file itself (seed 003). The
 	// kernel fails an open that would mix passthrough and page-cached opens of one inode, so
@@ -189,9 +190,8 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	return h, n.openPages(version(e)), 0
 }
 
-func version(e *wire.Entry) cache.Version {
-	return cache.Version{Size: int64(e.Size), MtimeNs: e.MtimeNs, Ino: e.Ino}
-}
+// version is the cache version of a file with attributes e.
+func version(e *wire.Entry) cache.Version { return fetch.VersionOf(e) }
 
 var _ = (fs.FileReader)((*Handle)(nil))
 
@@ -238,7 +238,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	sequential := off == 0 || off == h.lastEnd
 	h.mu.Unlock()
 	if !sequential {
-		sequential = n.root.streamCovers(n.path(), cf, off)
+		sequential = n.root.fetch.StreamCovers(n.path(), cf, off)
 	}
 	h.mu.Lock()
 	if sequential {
@@ -257,23 +257,23 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		if sequential {
 			n.root.stats.streamWaits.Add(1)
 			var filled bool
-			filled, err = n.root.readSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
+			filled, err = n.root.fetch.ReadSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
 			if err == nil && filled {
 				h.served(cf, off, end)
 				return fuse.ReadResultData(dest[:end-off]), 0
 			}
 			if err == nil { // the stream stopped first: tagged READs take over
-				err = n.root.fetch(ctx, n.path(), cf, off, end, end)
+				err = n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end)
 			}
 		} else {
-			err = n.root.fetchInto(ctx, n.path(), cf, off, dest[:end-off])
+			err = n.root.fetch.ReadInto(ctx, n.path(), cf, off, dest[:end-off])
 			if err == nil {
 				h.served(cf, off, end)
 				return fuse.ReadResultData(dest[:end-off]), 0
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, errShrank) {
+			if !errors.Is(err, fetch.ErrChanged) {
 				return nil, n.failed("read", err)
 			}
 			// The file changed on the owner since this version was cached: start over
@@ -290,14 +290,14 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 				return fuse.ReadResultData(nil), 0
 			}
 			end = min(off+int64(len(dest)), size)
-			if err := n.root.fetch(ctx, n.path(), cf, off, end, end); err != nil {
+			if err := n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end); err != nil {
 				return nil, n.failed("read", err)
 			}
 		}
 	} else {
 		n.root.stats.hits.Add(1)
 		if sequential && end < size && !cf.Present(end, min(n.root.opts.Readahead/2, size-end)) {
-			n.root.readAheadSequential(n.path(), cf, end, min(end+n.root.opts.Readahead, size))
+			n.root.fetch.ReadAhead(n.path(), cf, end, min(end+n.root.opts.Readahead, size))
 		}
 	}
 	// Copy out under our reference: an fd-backed reply is spliced after we return, when the

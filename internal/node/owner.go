@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/fetch"
 	"github.com/peerfs/peerfs/internal/fusefs"
 	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/rpc"
@@ -234,12 +235,12 @@ func (o *mountOwner) RemoveXattr(ctx context.Context, path, name string) error {
 	return rp.RemoveXattr(ctx, o.share, path, name)
 }
 
-func (o *mountOwner) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, fusefs.ChunkStream, error) {
+func (o *mountOwner) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, fetch.ChunkStream, error) {
 	rp, ctx, use, err := o.rp(ctx)
 	if err != nil {
 		return wire.Entry{}, nil, err
 	}
-	e, in, err := rp.Stream(ctx, o.share, path, uint64(off), uint64(length), fusefs.StreamWindow)
+	e, in, err := rp.Stream(ctx, o.share, path, uint64(off), uint64(length), fetch.StreamWindow)
 	if err != nil {
 		use.done()
 		return wire.Entry{}, nil, err
@@ -247,7 +248,7 @@ func (o *mountOwner) Stream(ctx context.Context, path string, off, length int64)
 	return e, &chunkStream{in: in, use: use}, nil
 }
 
-// chunkStream adapts an rpc.InStream to fusefs.ChunkStream. It holds its link (use) until it
+// chunkStream adapts an rpc.InStream to fetch.ChunkStream. It holds its link (use) until it
 // closes.
 type chunkStream struct {
 	in     *rpc.InStream
@@ -255,15 +256,15 @@ type chunkStream struct {
 	closed bool
 }
 
-func (s *chunkStream) Next(ctx context.Context) (fusefs.Chunk, error) {
+func (s *chunkStream) Next(ctx context.Context) (fetch.Chunk, error) {
 	buf, off, data, err := s.in.Next(ctx)
 	if err != nil {
-		return fusefs.Chunk{}, err
+		return fetch.Chunk{}, err
 	}
-	return fusefs.Chunk{Off: int64(off), Data: data, Token: buf}, nil
+	return fetch.Chunk{Off: int64(off), Data: data, Token: buf}, nil
 }
 
-func (s *chunkStream) Release(c fusefs.Chunk) {
+func (s *chunkStream) Release(c fetch.Chunk) {
 	if buf, ok := c.Token.(*rpc.Buffer); ok {
 		s.in.Consumed(buf, len(c.Data))
 	}
