@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/stats"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -30,15 +31,15 @@ import (
 // attributes.
 var ErrChanged = errors.New("file changed on the owner during the read")
 
-// Owner is what fetching needs from the peer that owns the share: share-relative paths, and
-// errors carrying the owner's errno (*wire.RemoteError).
+// Owner is what fetching needs from the peer that owns the share (a *remote.Share does it):
+// share-relative paths, and errors carrying the owner's errno (*wire.RemoteError).
 type Owner interface {
 	// Read reads [off, off+len(dst)) of path into dst, at most wire.MaxChunk bytes; fewer
 	// only at the end of the file.
 	Read(ctx context.Context, path string, off int64, dst []byte) (int, error)
 	// Stream starts pushing [off, off+length) of path, cut at its end (STREAM), and returns
 	// the file's attributes as the owner saw them at the start.
-	Stream(ctx context.Context, path string, off, length int64) (wire.Entry, ChunkStream, error)
+	Stream(ctx context.Context, path string, off, length int64) (wire.Entry, remote.ChunkStream, error)
 }
 
 // Options configure a Fetcher.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/stats"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -49,7 +50,7 @@ func (o *fakeOwner) Read(ctx context.Context, path string, off int64, dst []byte
 	return copy(dst, o.data[off:]), nil
 }
 
-func (o *fakeOwner) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, ChunkStream, error) {
+func (o *fakeOwner) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, remote.ChunkStream, error) {
 	o.streams.Add(1)
 	end := min(off+length, int64(len(o.data)))
 	return o.entry, &fakeStream{o: o, next: off, end: end}, nil
@@ -60,22 +61,22 @@ type fakeStream struct {
 	next, end int64
 }
 
-func (s *fakeStream) Next(ctx context.Context) (Chunk, error) {
+func (s *fakeStream) Next(ctx context.Context) (remote.Chunk, error) {
 	if s.o.block {
 		<-ctx.Done()
-		return Chunk{}, ctx.Err()
+		return remote.Chunk{}, ctx.Err()
 	}
 	if s.next >= s.end {
-		return Chunk{}, io.EOF
+		return remote.Chunk{}, io.EOF
 	}
 	n := min(int64(s.o.chunk), s.end-s.next)
-	c := Chunk{Off: s.next, Data: bytes.Clone(s.o.data[s.next : s.next+n])}
+	c := remote.Chunk{Off: s.next, Data: bytes.Clone(s.o.data[s.next : s.next+n])}
 	s.next += n
 	return c, nil
 }
 
-func (s *fakeStream) Release(Chunk) {}
-func (s *fakeStream) Close()        { s.o.closed.Add(1) }
+func (s *fakeStream) Release(remote.Chunk) {}
+func (s *fakeStream) Close()               { s.o.closed.Add(1) }
 
 func key(p string) cache.Key { return cache.Key{Peer: "p", Share: "s", Path: p} }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/remote"
 )
 
 // Sequential reads (seed 002): when a reader's reads follow one another, the mount opens one
@@ -22,10 +23,6 @@ import (
 // the version changes, or the Fetcher closes. Random reads keep using tagged READs (fetch.go).
 
 const (
-	// StreamWindow is the credit an Owner grants a STREAM: what the owner may push beyond
-	// what the mount consumed; enough to keep a loopback or LAN link busy while the mount
-	// writes earlier chunks into its cache.
-	StreamWindow = 8 << 20
 	// streamReserve is how much of the cache file a stream reserves at a time.
 	streamReserve = 16 << 20
 	// streamIdle ends a stream whose readers stopped.
@@ -33,25 +30,6 @@ const (
 	// streamQueue bounds the chunks received but not yet written to the cache.
 	streamQueue = 8
 )
-
-// Chunk is one piece of a STREAM, valid until the stream's Release of it.
-type Chunk struct {
-	Off  int64
-	Data []byte
-	// Token is the Owner's handle on the chunk's buffer.
-	Token any
-}
-
-// ChunkStream delivers a STREAM's chunks in order. One goroutine calls Next and Close; one
-// goroutine (the same or another) releases the chunks, in the order Next returned them.
-type ChunkStream interface {
-	// Next returns the next chunk. At the end of the stream it returns io.EOF.
-	Next(ctx context.Context) (Chunk, error)
-	// Release gives a chunk's buffer back and grants its bytes to the owner as credit.
-	Release(c Chunk)
-	// Close ends the stream, cancelling it on the owner if it has not ended.
-	Close()
-}
 
 var errStreamOrder = errors.New("STREAM data out of order")
 
@@ -63,7 +41,7 @@ type streamKey struct {
 
 // received is a chunk published to readers and not yet given back.
 type received struct {
-	Chunk
+	remote.Chunk
 	copying sync.WaitGroup // readers copying out of it
 }
 
@@ -93,7 +71,7 @@ type seqStream struct {
 func (s *seqStream) covers(off int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.done && s.start <= off && off <= s.next+StreamWindow+s.ahead
+	return !s.done && s.start <= off && off <= s.next+remote.StreamWindow+s.ahead
 }
 
 // demand raises how far the stream reads ahead.
@@ -338,7 +316,7 @@ func (f *Fetcher) runStream(s *seqStream) {
 				return
 			}
 		}
-		var c Chunk
+		var c remote.Chunk
 		c, err = cs.Next(f.bg)
 		if errors.Is(err, io.EOF) {
 			err = ErrChanged // the owner's file ended before the version's size: it changed
@@ -371,7 +349,7 @@ func (f *Fetcher) runStream(s *seqStream) {
 // writeStream is a stream's writer: it stores each received chunk in the cache file, then,
 // once no reader copies from it any more, gives it back. It keeps going after an error only
 // to give the chunks back.
-func (f *Fetcher) writeStream(s *seqStream, cs ChunkStream, queue <-chan *received) error {
+func (f *Fetcher) writeStream(s *seqStream, cs remote.ChunkStream, queue <-chan *received) error {
 	var err error
 	reserved := s.start
 	for rc := range queue {
@@ -395,7 +373,7 @@ func (f *Fetcher) writeStream(s *seqStream, cs ChunkStream, queue <-chan *receiv
 		})
 		rc.copying.Wait()
 		cs.Release(rc.Chunk)
-		rc.Chunk = Chunk{}
+		rc.Chunk = remote.Chunk{}
 		receivedPool.Put(rc)
 		if err != nil {
 			s.finish(err)

@@ -32,9 +32,10 @@ import (
 	"github.com/peerfs/peerfs/internal/writeback"
 )
 
-// Owner is what the mount needs from the peer that owns the share: share-relative paths,
-// errors carrying the owner's errno (*wire.RemoteError), and a bounded wait when the link is
-// down (then an error the mount turns into EIO).
+// Owner is what the mount needs from the peer that owns the share (remote.Share does it):
+// share-relative paths, errors carrying the owner's errno (*wire.RemoteError), and a bounded
+// wait when the link is down (then an error the mount turns into EIO). Requests name the
+// share there: the mount leaves wire requests' Share empty.
 type Owner interface {
 	Stat(ctx context.Context, path string) (wire.Entry, error)
 	ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error)
@@ -44,7 +45,7 @@ type Owner interface {
 	Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error)
 	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
 	// CreateWith sends a CREATE with its first data or its times (wire.CreateWithData,
-	// wire.CreateSetTimes; req.Share is the mount's) and returns the file as it then is.
+	// wire.CreateSetTimes) and returns the file as it then is.
 	CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error)
 	// Mkdir and Symlink fail with EEXIST when the name exists on the owner, as mkdir(2) and
 	// symlink(2) do.

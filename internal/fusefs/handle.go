@@ -87,7 +87,7 @@ func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.E
 		f.wb.Truncate(0)
 		before, known := n.root.replica.Stat(p)
 		n.root.stats.roundTrips.Add(1)
-		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: p, Valid: wire.SetSize})
+		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Path: p, Valid: wire.SetSize})
 		if err != nil {
 			return e, toErrno(err)
 		}

@@ -409,7 +409,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	n.root.stats.setattr.Add(0)
 	p, done := n.holdPath()
 	defer done()
-	req := wire.SetAttrReq{Share: n.root.opts.Share, Path: p}
+	req := wire.SetAttrReq{Path: p}
 	if m, ok := in.GetMode(); ok {
 		req.Valid |= wire.SetMode
 		req.Mode = m & 0o7777

@@ -163,7 +163,7 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if a.WaitSeconds > 0 {
 		wait = time.Duration(a.WaitSeconds) * time.Second
 	}
-	owner := &mountOwner{p: p, share: a.Share, wait: wait}
+	owner := remote.NewShare(mountLink{p: p, wait: wait}, a.Share)
 	root := fusefs.New(fusefs.Options{
 		Peer: a.Peer, Share: a.Share, Owner: owner, Cache: st,
 		Blksize: a.Blksize, Inline: uint32(a.Inline), Passthrough: !a.NoPassthrough,
@@ -196,7 +196,7 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	n.mounts.mu.Lock()
 	n.mounts.byDir[a.Dir] = m
 	n.mounts.mu.Unlock()
-	go n.watchLoop(wctx, m, owner)
+	go n.watchLoop(wctx, m, p, a.Share)
 	// Return once the event subscription is up (the link is), so that every change made
 	// on the owner after the mount command returns is reported.
 	select {
@@ -369,10 +369,10 @@ func (n *Node) unmountAll() {
 
 // watchLoop keeps a change-event subscription to the mounted share and applies the events.
 // After a lost link it resubscribes and tells the mount to rescan, since events were missed.
-func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
+func (n *Node) watchLoop(ctx context.Context, m *mount, p *peer, share string) {
 	missed := false
 	for ctx.Err() == nil {
-		sess, err := o.p.session(ctx, time.Hour)
+		sess, err := p.session(ctx, time.Hour)
 		if err != nil {
 			// A refusal comes back at once: do not ask again in a tight loop.
 			select {
@@ -381,7 +381,7 @@ func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
 			}
 			continue
 		}
-		sub, err := (remote.Peer{S: sess}).Watch(ctx, o.share)
+		sub, err := (remote.Peer{S: sess}).Watch(ctx, share)
 		if err != nil {
 			m.watchOnce.Do(func() { close(m.watching) }) // Mount waits no longer for it
 			if ctx.Err() == nil {
