@@ -331,7 +331,8 @@ func (n *Node) Stats(ctx context.Context, a api.UnmountParams) (*api.StatsResult
 	rep := m.root.Stats()
 	res := &api.StatsResult{Mount: m.info, Ops: []api.OpStats{}, Counters: rep.Counters}
 	for _, o := range rep.Ops {
-		res.Ops = append(res.Ops, api.OpStats{Name: o.Name, Calls: o.Calls, Bytes: o.Bytes, Min: o.Min, Avg: o.Avg, Max: o.Max})
+		res.Ops = append(res.Ops, api.OpStats{Name: o.Name, Calls: o.Calls, Bytes: o.Bytes, Min: o.Min, Avg: o.Avg, Max: o.Max,
+			TotalMs: o.Millis})
 	}
 	return res, nil
 }
