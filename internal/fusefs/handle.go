@@ -512,11 +512,11 @@ func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
 		}
 		return err
 	}
-	var first writeback.SendFunc
+	o := writeback.FlushOptions{Piece: n.root.opts.Piece, InFlight: n.root.opts.WritesInFlight, FullOnly: fullOnly}
 	if created {
-		first = send // it creates the file on the owner; the others follow once it is there
+		o.First = send // it creates the file on the owner; the others follow once it is there
 	}
-	err := f.wb.FlushFirst(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, fullOnly, first, send)
+	err := f.wb.Flush(ctx, o, send)
 	if n.createLost.Load() {
 		f.wb.Truncate(0)
 	}
