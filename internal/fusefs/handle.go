@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -15,13 +14,13 @@ import (
 	"github.com/peerfs/peerfs/internal/cache"
 	"github.com/peerfs/peerfs/internal/fetch"
 	"github.com/peerfs/peerfs/internal/wire"
-	"github.com/peerfs/peerfs/internal/writeback"
 )
 
 // Handle is an open file. Reads come from the inline content of a small file or from the
 // chunk cache; writes go to the node's writeback extents.
 type Handle struct {
 	n        *Node
+	file     *fileState // n's
 	writable bool
 	pass     bool // served by FUSE passthrough
 	// passWrite says the kernel writes this open's data into the backing cache file
@@ -34,7 +33,7 @@ type Handle struct {
 	// wrote is set at the handle's first write, which drops setuid and setgid (killpriv.go).
 	wrote atomic.Bool
 
-	mu       sync.Mutex // guards cf and lastEnd
+	mu       sync.Mutex // guards the fields below
 	cf       *cache.File
 	released bool
 	lastEnd  int64 // end of the previous read: sequential readers get readahead
@@ -131,9 +130,9 @@ func (n *Node) passDrained(ctx context.Context) bool {
 // openHandle builds the handle for an open of the file described by e. The caller reserved
 // the open (reserveOpen); if it fails, openHandle gives the reservation back.
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
-	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
-		fills: flags&openDirect == 0}
 	f := n.fileOf()
+	h := &Handle{n: n, file: f, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
+		fills: flags&openDirect == 0}
 	n.mu.Lock()
 	f.last = *e // the file as the open found it, until a lookup or Getattr sees it again (fill)
 	n.mu.Unlock()
@@ -198,8 +197,7 @@ var _ = (fs.FileReader)((*Handle)(nil))
 // Read serves from the inline content or the cache, fetching missing chunks first. Data this
 // mount wrote and has not sent yet is flushed first, so a reader always sees its own writes.
 func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	f := h.n.fileOf()
-	n := h.n
+	n, f := h.n, h.file
 	n.root.stats.read.Add(int64(len(dest)))
 	if h.inline != nil {
 		if off >= int64(len(h.inline)) {
@@ -231,68 +229,19 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), size)
-	// The kernel's readahead sends a sequential reader's READs a few at a time and they are
-	// served concurrently, so they may arrive out of order: a read that the file's stream is
-	// about to bring is sequential too.
-	h.mu.Lock()
-	sequential := off == 0 || off == h.lastEnd
-	h.mu.Unlock()
-	if !sequential {
-		sequential = n.root.fetch.StreamCovers(n.path(), cf, off)
-	}
-	h.mu.Lock()
-	if sequential {
-		h.lastEnd = max(h.lastEnd, end)
-	} else {
-		h.lastEnd = end
-	}
-	h.mu.Unlock()
+	sequential := h.sequential(cf, off, end)
 	if !cf.Present(off, end-off) {
-		n.root.stats.misses.Add(1)
-		ahead := end
-		if sequential {
-			ahead = min(end+n.root.opts.Readahead, size)
+		var filled bool
+		cf, end, filled, errno = h.readMiss(ctx, cf, off, end, sequential, dest)
+		if errno != 0 {
+			return nil, errno
 		}
-		var err error
-		if sequential {
-			n.root.stats.streamWaits.Add(1)
-			var filled bool
-			filled, err = n.root.fetch.ReadSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
-			if err == nil && filled {
-				h.served(cf, off, end)
-				return fuse.ReadResultData(dest[:end-off]), 0
-			}
-			if err == nil { // the stream stopped first: tagged READs take over
-				err = n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end)
-			}
-		} else {
-			err = n.root.fetch.ReadInto(ctx, n.path(), cf, off, dest[:end-off])
-			if err == nil {
-				h.served(cf, off, end)
-				return fuse.ReadResultData(dest[:end-off]), 0
-			}
+		if filled {
+			h.served(cf, off, end)
+			return fuse.ReadResultData(dest[:end-off]), 0
 		}
-		if err != nil {
-			if !errors.Is(err, fetch.ErrChanged) {
-				return nil, n.failed("read", err)
-			}
-			// The file changed on the owner since this version was cached: start over
-			// from its current attributes, once.
-			n.root.forgetContent(n.path())
-			n.root.replica.Invalidate(n.path())
-			cf.Release()
-			if cf, errno = h.cacheFile(ctx); errno != 0 {
-				cf = nil
-				return nil, errno
-			}
-			size = cf.Version().Size
-			if off >= size {
-				return fuse.ReadResultData(nil), 0
-			}
-			end = min(off+int64(len(dest)), size)
-			if err := n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end); err != nil {
-				return nil, n.failed("read", err)
-			}
+		if end <= off {
+			return fuse.ReadResultData(nil), 0
 		}
 	} else {
 		n.root.stats.hits.Add(1)
@@ -308,6 +257,70 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	}
 	h.served(cf, off, off+int64(got))
 	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// sequential reports whether a read of [off, end) of cf continues the handle's reads (or
+// starts the file), and records it. The kernel's readahead sends a sequential reader's READs
+// a few at a time and they are served concurrently, so they may arrive out of order: a read
+// that the file's stream is about to bring is sequential too.
+func (h *Handle) sequential(cf *cache.File, off, end int64) bool {
+	h.mu.Lock()
+	seq := off == 0 || off == h.lastEnd
+	h.mu.Unlock()
+	if !seq {
+		seq = h.n.root.fetch.StreamCovers(h.n.path(), cf, off)
+	}
+	h.mu.Lock()
+	if seq {
+		h.lastEnd = max(h.lastEnd, end)
+	} else {
+		h.lastEnd = end
+	}
+	h.mu.Unlock()
+	return seq
+}
+
+// readMiss serves a read of [off, end) that the cache does not hold: a sequential reader
+// from the file's stream, a random one from READs, both straight into dest (filled); else (a
+// stream that stopped first) it makes the range present in cf. A file changed on the owner
+// since cf's version starts over once from its current version: cf is then replaced (the
+// old reference released; nil on error) and end cut to the new size.
+func (h *Handle) readMiss(ctx context.Context, cf *cache.File, off, end int64, sequential bool, dest []byte) (_ *cache.File, _ int64, filled bool, errno syscall.Errno) {
+	n := h.n
+	n.root.stats.misses.Add(1)
+	var err error
+	if sequential {
+		n.root.stats.streamWaits.Add(1)
+		ahead := min(end+n.root.opts.Readahead, cf.Version().Size)
+		filled, err = n.root.fetch.ReadSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
+		if err == nil && !filled { // the stream stopped first: tagged READs take over
+			err = n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end)
+		}
+	} else {
+		err = n.root.fetch.ReadInto(ctx, n.path(), cf, off, dest[:end-off])
+		filled = err == nil
+	}
+	if err == nil {
+		return cf, end, filled, 0
+	}
+	if !errors.Is(err, fetch.ErrChanged) {
+		return cf, end, false, n.failed("read", err)
+	}
+	// The file changed on the owner since this version was cached: start over from its
+	// current attributes, once.
+	n.root.forgetContent(n.path())
+	n.root.replica.Invalidate(n.path())
+	cf.Release()
+	if cf, errno = h.cacheFile(ctx); errno != 0 {
+		return nil, end, false, errno
+	}
+	end = min(off+int64(len(dest)), max(cf.Version().Size, off))
+	if end > off {
+		if err := n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end); err != nil {
+			return cf, end, false, n.failed("read", err)
+		}
+	}
+	return cf, end, false, 0
 }
 
 // served records a READ reply of [off, end) of cf's version, which the kernel keeps in its
@@ -352,8 +365,7 @@ var _ = (fs.FileWriter)((*Handle)(nil))
 // Write keeps the data in the node's writeback extents; it reaches the owner at flush,
 // fsync, close or when too much is pending. An error from an earlier flush is reported here.
 func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	f := h.n.fileOf()
-	n := h.n
+	n, f := h.n, h.file
 	n.root.stats.write.Add(int64(len(data)))
 	if err := f.wb.Err(); err != nil {
 		return 0, toErrno(err)
@@ -394,170 +406,6 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 	}
 	return uint32(len(data)), 0
-}
-
-// writeBehind sends full pieces in the background while the application keeps writing (seed
-// 001: the link and the owner's disk work while the writer fills the next pieces), until
-// less than writeBehind is dirty. Its error is kept for the application's next write, fsync
-// or close, like any background flush's.
-func (n *Node) writeBehind() {
-	f := n.fileOf()
-	for {
-		errno := n.flushWith(context.Background(), true)
-		if errno != 0 {
-			f.wb.Fail(errno)
-		}
-		n.mu.Lock()
-		if errno != 0 || f.wb.Full() < writeBehind {
-			f.behind = false
-			n.mu.Unlock()
-			return
-		}
-		n.mu.Unlock()
-	}
-}
-
-// timedFlush sends what is still dirty flushDelay after a write. Its error is kept for the
-// application's next write, fsync or close, like any background flush's.
-func (n *Node) timedFlush() {
-	f := n.fileOf()
-	n.mu.Lock()
-	f.timerArmed = false
-	n.mu.Unlock()
-	if f.wb.Dirty() == 0 {
-		return
-	}
-	if errno := n.flush(context.Background()); errno != 0 {
-		f.wb.Fail(errno)
-	}
-}
-
-// flush sends the node's pending writes and refreshes its attributes from the owner's reply.
-func (n *Node) flush(ctx context.Context) syscall.Errno { return n.flushWith(ctx, false) }
-
-// flushWith sends the file's dirty data, or only its full pieces (fullOnly), and records the
-// owner's view of the file after the last write.
-func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
-	f := n.file.Load()
-	if f == nil {
-		return 0 // never opened nor written here: nothing to send
-	}
-	n.flushStart()
-	defer n.flushDone()
-	// One flush at a time (the write-behind one, a close's, the timer's): each must read
-	// the file's state from the replica after the previous one recorded its result, or its
-	// first WRITE would find a state it does not know and take it for a change elsewhere.
-	f.flushMu.Lock()
-	defer f.flushMu.Unlock()
-	if err := n.createError(); err != nil {
-		f.wb.Truncate(0) // never to be sent: the name may be someone else's file now
-		return toErrno(err)
-	}
-	p, done := n.holdPath()
-	defer done()
-	before, known := n.root.replica.Stat(p)
-	local, created := n.localEntry() // created here, not on the owner yet (create.go)
-	if created {
-		before, known = local, true
-	}
-	// A file that was empty when the flush began (created or truncated here) and that the
-	// flush writes whole, small enough to come inline in a listing, stays in the replica with
-	// its contents: reading it back (git checks out the objects it just wrote, a linker reads
-	// the objects a compiler wrote) costs no round trip.
-	inlineMax := int64(n.root.opts.Inline)
-	keep := known && before.IsRegular() && before.Size == 0 && inlineMax > 0
-	type written struct {
-		off  int64
-		data []byte
-	}
-	var (
-		mu      sync.Mutex
-		last    wire.Entry
-		pres    []wire.FileState // the file's state before each WRITE
-		posts   []wire.Entry     // and after
-		kept    []written
-		covered int64
-		// States this flush's WRITEs found the file in or left it in, starting from the one
-		// the replica knew: a WRITE that found one of them left an echo (wroteState).
-		// Replies can arrive out of order; those that found an unknown state wait in
-		// unchained until the state they found shows up.
-		chained   = map[wire.FileState]bool{}
-		unchained []wire.ChangeResp
-	)
-	if known && before.IsRegular() {
-		chained[before.State()] = true
-	}
-	send := func(ctx context.Context, off int64, data []byte) error {
-		n.root.stats.send.Add(int64(len(data)))
-		n.root.stats.roundTrips.Add(1)
-		resp, err := n.writePiece(ctx, p, off, data)
-		if err == nil {
-			mu.Lock()
-			// Pieces complete in any order: the reply with the latest ctime is the file as it
-			// now is (with equal ctimes, from a filesystem with coarse timestamps, the largest).
-			e := &resp.Entry
-			if e.CtimeNs > last.CtimeNs || e.CtimeNs == last.CtimeNs && e.Size >= last.Size {
-				last = *e
-			}
-			pres = append(pres, resp.Pre)
-			posts = append(posts, *e)
-			unchained = n.chainEchoes(chained, append(unchained, resp))
-			if keep && off+int64(len(data)) <= inlineMax {
-				kept = append(kept, written{off, bytes.Clone(data)})
-				covered += int64(len(data))
-			} else {
-				keep = false
-			}
-			mu.Unlock()
-		}
-		return err
-	}
-	o := writeback.FlushOptions{Piece: n.root.opts.Piece, InFlight: n.root.opts.WritesInFlight, FullOnly: fullOnly}
-	if created {
-		o.First = send // it creates the file on the owner; the others follow once it is there
-	}
-	err := f.wb.Flush(ctx, o, send)
-	if n.createLost.Load() {
-		f.wb.Truncate(0)
-	}
-	if err == nil && !fullOnly {
-		// Nothing written at all (an empty new file): the close still creates it.
-		if errno := n.ensureCreated(ctx); errno != 0 {
-			return errno
-		}
-	}
-	if last.Mode != 0 {
-		n.root.forgetContent(p)
-		foreign := n.flushed(known, &before, pres, posts, &last)
-		// The pieces never overlap, so bytes written that add up to the size cover it all.
-		if keep && err == nil && !foreign && covered == int64(last.Size) && last.Size > 0 {
-			last.Data = make([]byte, last.Size)
-			for _, w := range kept {
-				copy(last.Data[w.off:], w.data)
-			}
-			last.HasData = true
-		}
-		n.root.replica.Put(p, last)
-	}
-	return toErrno(err)
-}
-
-// chainEchoes records as echoes the states left by the WRITE replies in pending that found
-// the file in a chained state (which chains their own), until none does, and returns the rest.
-func (n *Node) chainEchoes(chained map[wire.FileState]bool, pending []wire.ChangeResp) []wire.ChangeResp {
-	for progress := true; progress; {
-		progress = false
-		for i := 0; i < len(pending); i++ {
-			if r := &pending[i]; chained[r.Pre] {
-				chained[r.Entry.State()] = true
-				n.wroteState(&r.Entry)
-				pending = append(pending[:i], pending[i+1:]...)
-				progress = true
-				i--
-			}
-		}
-	}
-	return pending
 }
 
 var _ = (fs.FileFlusher)((*Handle)(nil))
@@ -601,7 +449,7 @@ var _ = (fs.FileReleaser)((*Handle)(nil))
 
 // Release runs when the last descriptor of the open is gone; Flush already sent the data.
 func (h *Handle) Release(ctx context.Context) syscall.Errno {
-	f := h.n.fileOf()
+	f := h.file
 	h.n.root.stats.release.Add(0)
 	h.mu.Lock()
 	cf := h.cf
@@ -665,7 +513,7 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 var _ = (fs.FileAllocater)((*Handle)(nil))
 
 func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	f := h.n.fileOf()
+	f := h.file
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
@@ -698,44 +546,6 @@ func (n *Node) failed(op string, err error) syscall.Errno {
 	errno := toErrno(err)
 	if errno == syscall.EIO {
 		n.root.log.Warn(op+" failed with EIO", "path", n.path(), "err", err)
-	}
-	return errno
-}
-
-var _ = (fs.NodeFsyncer)((*Node)(nil))
-
-// Fsync of a file goes to its handle. Fsync of a directory (FSYNCDIR: go-fuse's directory
-// streams have no fsync of their own and pass it to the node) means what it means on a local
-// disk, that the directory's entries are stable: git, sqlite and PostgreSQL fsync a directory
-// after creating or renaming a file in it. Files created in it that exist only in this mount
-// so far are created on the owner first (create.go); then the owner fsyncs the directory.
-func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
-	if h, ok := f.(fs.FileFsyncer); ok {
-		return h.Fsync(ctx, flags)
-	}
-	n.root.stats.fsync.Add(0)
-	if n.IsDir() && n.localKids.Load() > 0 {
-		for _, c := range n.Children() {
-			if cn, ok := c.Operations().(*Node); ok {
-				if _, local := cn.localEntry(); local {
-					if errno := cn.flush(ctx); errno != 0 {
-						return errno
-					}
-				}
-			}
-		}
-	}
-	if !n.IsDir() {
-		if errno := n.flush(ctx); errno != 0 {
-			return errno
-		}
-	}
-	p, done := n.holdPath()
-	defer done()
-	n.root.stats.roundTrips.Add(1)
-	errno := toErrno(n.root.owner.Fsync(ctx, p, flags&1 != 0))
-	if errno == syscall.EROFS {
-		return 0 // a read-only share holds nothing of this mount's to make stable
 	}
 	return errno
 }
