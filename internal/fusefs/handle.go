@@ -35,8 +35,16 @@ type Handle struct {
 
 	mu       sync.Mutex // guards the fields below
 	cf       *cache.File
-	released bool
+	released bool  // Release ran: later operations get EBADF (gone)
 	lastEnd  int64 // end of the previous read: sequential readers get readahead
+}
+
+// gone reports whether the handle was released. An operation that lost a race with Release,
+// or came after it, answers EBADF, as for a closed descriptor.
+func (h *Handle) gone() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
 }
 
 // passHandle is a Handle of a fully cached, clean file served by FUSE passthrough: the kernel
@@ -199,6 +207,9 @@ var _ = (fs.FileReader)((*Handle)(nil))
 func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n, f := h.n, h.file
 	n.root.stats.read.Add(int64(len(dest)))
+	if h.gone() {
+		return nil, syscall.EBADF
+	}
 	if h.inline != nil {
 		if off >= int64(len(h.inline)) {
 			return fuse.ReadResultData(nil), 0
@@ -367,6 +378,9 @@ var _ = (fs.FileWriter)((*Handle)(nil))
 func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	n, f := h.n, h.file
 	n.root.stats.write.Add(int64(len(data)))
+	if h.gone() {
+		return 0, syscall.EBADF
+	}
 	if err := f.wb.Err(); err != nil {
 		return 0, toErrno(err)
 	}
@@ -414,6 +428,9 @@ var _ = (fs.FileFlusher)((*Handle)(nil))
 // on the owner when close returns, and a failed write is reported here.
 func (h *Handle) Flush(ctx context.Context) syscall.Errno {
 	h.n.root.stats.flush.Add(0)
+	if h.gone() {
+		return syscall.EBADF
+	}
 	if !h.writable {
 		// A file created here by an open for reading (a lock file) still reaches the owner
 		// at its close, as a written one does (create.go).
@@ -431,6 +448,9 @@ var _ = (fs.FileFsyncer)((*Handle)(nil))
 
 func (h *Handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	h.n.root.stats.fsync.Add(0)
+	if h.gone() {
+		return syscall.EBADF
+	}
 	if h.passWrite {
 		if errno := h.n.sendPassWrites(ctx); errno != 0 {
 			return errno
@@ -452,9 +472,12 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 	f := h.file
 	h.n.root.stats.release.Add(0)
 	h.mu.Lock()
-	cf := h.cf
+	cf, again := h.cf, h.released
 	h.cf, h.released = nil, true
 	h.mu.Unlock()
+	if again {
+		return syscall.EBADF // its opens and writers are counted out already
+	}
 	complete := false
 	if cf != nil {
 		complete = cf.Complete()
@@ -514,6 +537,9 @@ var _ = (fs.FileAllocater)((*Handle)(nil))
 
 func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
 	f := h.file
+	if h.gone() {
+		return syscall.EBADF
+	}
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
