@@ -296,25 +296,9 @@ func (f *Fetcher) runStream(s *seqStream) {
 	defer idle.Stop()
 	for next := s.start; next < s.end; {
 		// Consume only while a reader wants more: the owner then runs out of credit.
-		for {
-			s.mu.Lock()
-			wanted, stopped := next < s.want, s.done
-			s.mu.Unlock()
-			if stopped {
-				return
-			}
-			if wanted {
-				break
-			}
-			idle.Reset(streamIdle)
-			select {
-			case <-s.wake:
-			case <-idle.C:
-				return // readers went away; a later read starts a new stream
-			case <-f.bg.Done():
-				err = f.bg.Err()
-				return
-			}
+		var wanted bool
+		if wanted, err = f.waitWanted(s, next, idle); !wanted {
+			return
 		}
 		var c remote.Chunk
 		c, err = cs.Next(f.bg)
@@ -343,6 +327,28 @@ func (f *Fetcher) runStream(s *seqStream) {
 	// Take the END, so the exchange closes without a CANCEL.
 	if _, eerr := cs.Next(f.bg); eerr != nil && !errors.Is(eerr, io.EOF) {
 		err = eerr
+	}
+}
+
+// waitWanted waits until a reader wants more than [start, next) of s. It reports false when
+// the stream should end instead: stopped, idle for streamIdle (readers went away; a later read
+// starts a new stream), or the Fetcher closed (err).
+func (f *Fetcher) waitWanted(s *seqStream, next int64, idle *time.Timer) (bool, error) {
+	for {
+		s.mu.Lock()
+		wanted, stopped := next < s.want, s.done
+		s.mu.Unlock()
+		if stopped || wanted {
+			return wanted && !stopped, nil
+		}
+		idle.Reset(streamIdle)
+		select {
+		case <-s.wake:
+		case <-idle.C:
+			return false, nil
+		case <-f.bg.Done():
+			return false, f.bg.Err()
+		}
 	}
 }
 

@@ -364,35 +364,41 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		rn.movedFrom, rn.movedTo = from, to
 		movedNode.mu.Unlock()
 	}
-	now := time.Now().UnixNano()
 	if wf == wire.RenameExchange {
 		n.root.replica.Exchange(from, to)
 	} else {
-		// As a local file system shows at once: both directories' times, their link counts
-		// when a directory moved between them or one was replaced, and the ctime of what
-		// moved and of a multiply linked file that lost this name.
-		var out, in int
-		if movedKnown && moved.IsDir() && n != np {
-			out, in = -1, +1
-		}
-		if replacedKnown && replaced.IsDir() {
-			in--
-		}
-		if replacedKnown && !replaced.IsDir() && replaced.Nlink > 1 && (!movedKnown || replaced.Ino != moved.Ino) {
-			n.root.replica.SetLinks(replaced.Ino, replaced.Nlink-1, now)
-		}
-		n.root.replica.Rename(from, to)
-		n.root.replica.Touched(to, now)
-		n.dirChanged(out, now)
-		if np != n {
-			np.dirChanged(in, now)
-		} else if in != 0 {
-			n.dirChanged(in, now)
-		}
+		n.showRename(np, from, to, moved, movedKnown, replaced, replacedKnown)
 	}
 	n.root.forgetContent(from)
 	n.root.forgetContent(to)
 	return 0
+}
+
+// showRename shows in the replica what the owner did for a rename of from in n to to in np, as a
+// local file system shows it at once: both directories' times, their link counts when a
+// directory moved between them or one was replaced, and the ctime of what moved and of a
+// multiply linked file that lost this name. moved and replaced are the replica's entries of
+// from and to before the rename, if it knew them.
+func (n *Node) showRename(np *Node, from, to string, moved wire.Entry, movedKnown bool, replaced wire.Entry, replacedKnown bool) {
+	now := time.Now().UnixNano()
+	var out, in int
+	if movedKnown && moved.IsDir() && n != np {
+		out, in = -1, +1
+	}
+	if replacedKnown && replaced.IsDir() {
+		in--
+	}
+	if replacedKnown && !replaced.IsDir() && replaced.Nlink > 1 && (!movedKnown || replaced.Ino != moved.Ino) {
+		n.root.replica.SetLinks(replaced.Ino, replaced.Nlink-1, now)
+	}
+	n.root.replica.Rename(from, to)
+	n.root.replica.Touched(to, now)
+	n.dirChanged(out, now)
+	if np != n {
+		np.dirChanged(in, now)
+	} else if in != 0 {
+		n.dirChanged(in, now)
+	}
 }
 
 // dirChanged records that this mount changed the names in directory n at atNs (the new
