@@ -37,11 +37,7 @@ func TestFetchJoinsOnlyWholePieces(t *testing.T) {
 		data[i] = byte(i/4096 + 1)
 	}
 	owner := &slowOwner{data: data, first: make(chan struct{}), release: make(chan struct{})}
-	store, err := cache.Open(cache.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(t)
 	f := New(Options{Owner: owner, ReadsInFlight: 4})
 	defer f.Close()
 	cf, err := store.Get(key("f"), cache.Version{Size: int64(len(data)), MtimeNs: 1, Ino: 1})
@@ -82,11 +78,7 @@ func TestFetchJoinsOnlyWholePieces(t *testing.T) {
 func TestFetchFillsItsOwnCopy(t *testing.T) {
 	data := bytes.Repeat([]byte("peerfs"), 200_000)
 	owner := &slowOwner{data: data, first: make(chan struct{}), release: make(chan struct{})}
-	store, err := cache.Open(cache.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(t)
 	f := New(Options{Owner: owner, ReadsInFlight: 4})
 	defer f.Close()
 	v := cache.Version{Size: int64(len(data)), MtimeNs: 1, Ino: 1}

@@ -80,15 +80,21 @@ func (s *fakeStream) Close()               { s.o.closed.Add(1) }
 
 func key(p string) cache.Key { return cache.Key{Peer: "p", Share: "s", Path: p} }
 
-// cached returns the cache copy of "f" at version v, and closes the store at the test's end.
-func cached(t *testing.T, v cache.Version) *cache.File {
+// newStore opens a chunk cache that the test's end closes.
+func newStore(t *testing.T) *cache.Store {
 	t.Helper()
 	store, err := cache.Open(cache.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	cf, err := store.Get(key("f"), v)
+	return store
+}
+
+// cached returns the cache copy of "f" at version v, and closes the store at the test's end.
+func cached(t *testing.T, v cache.Version) *cache.File {
+	t.Helper()
+	cf, err := newStore(t).Get(key("f"), v)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,16 +150,25 @@ func (s *seqStream) read(ctx context.Context, dst []byte, off int64) (filled boo
 			s.mu.Unlock()
 			return false, err
 		}
-		if s.prog == nil {
-			s.prog = make(chan struct{})
+		if err := s.waitProgress(ctx); err != nil {
+			return false, err
 		}
-		prog := s.prog
-		s.mu.Unlock()
-		select {
-		case <-prog:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+	}
+}
+
+// waitProgress unlocks s.mu, which the caller holds, and waits for the stream's next
+// progress (update) or the end of ctx.
+func (s *seqStream) waitProgress(ctx context.Context) error {
+	if s.prog == nil {
+		s.prog = make(chan struct{})
+	}
+	prog := s.prog
+	s.mu.Unlock()
+	select {
+	case <-prog:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -406,14 +415,7 @@ func (f *Fetcher) Settle(ctx context.Context, p string, cf *cache.File) {
 			s.mu.Unlock()
 			return
 		}
-		if s.prog == nil {
-			s.prog = make(chan struct{})
-		}
-		prog := s.prog
-		s.mu.Unlock()
-		select {
-		case <-prog:
-		case <-ctx.Done():
+		if s.waitProgress(ctx) != nil {
 			return
 		}
 	}

@@ -28,43 +28,49 @@ func (o *fakeOwner) named(share string) {
 	o.mu.Unlock()
 }
 
+// shareOf decodes a request of an op fakeOwner serves and returns the share it names.
+var shareOf = map[wire.Op]func(b []byte) string{
+	wire.OpStat:    func(b []byte) string { var m wire.PathReq; m.Decode(b); return m.Share },
+	wire.OpSetAttr: func(b []byte) string { var m wire.SetAttrReq; m.Decode(b); return m.Share },
+	wire.OpCreate:  func(b []byte) string { var m wire.CreateReq; m.Decode(b); return m.Share },
+}
+
 func (o *fakeOwner) ServeRequest(r *rpc.Request) {
 	e := wire.Entry{Mode: wire.ModeRegular | 0o644, Size: uint64(len(o.data)), Ino: 9, Nlink: 1}
-	switch r.Op {
-	case wire.OpStat:
-		var m wire.PathReq
-		m.Decode(r.Payload())
-		o.named(m.Share)
-		r.Reply(e.AppendTo(nil))
-	case wire.OpSetAttr:
-		var m wire.SetAttrReq
-		m.Decode(r.Payload())
-		o.named(m.Share)
+	if r.Op == wire.OpStream {
+		o.stream(r, &e)
+		return
+	}
+	decode := shareOf[r.Op]
+	if decode == nil {
+		r.Fail(wire.ErrnoUnsupported, "not in this test")
+		return
+	}
+	o.named(decode(r.Payload()))
+	if r.Op == wire.OpSetAttr {
 		resp := wire.ChangeResp{Entry: e}
 		r.Reply(resp.AppendTo(nil))
-	case wire.OpCreate:
-		var m wire.CreateReq
-		m.Decode(r.Payload())
-		o.named(m.Share)
-		r.Reply(e.AppendTo(nil))
-	case wire.OpStream:
-		var m wire.StreamReq
-		m.Decode(r.Payload())
-		o.named(m.Share)
-		out, err := r.Push(e.AppendTo(nil), m.Window)
-		if err != nil {
-			return
-		}
-		buf, err := out.GetChunk(len(o.data))
-		if err != nil {
-			return
-		}
-		copy(buf.Payload()[wire.DataHeaderLen:], o.data)
-		if out.Send(buf, 0) == nil {
-			out.End(nil)
-		}
-	default:
-		r.Fail(wire.ErrnoUnsupported, "not in this test")
+		return
+	}
+	r.Reply(e.AppendTo(nil))
+}
+
+// stream answers a STREAM with the whole file in one chunk.
+func (o *fakeOwner) stream(r *rpc.Request, e *wire.Entry) {
+	var m wire.StreamReq
+	m.Decode(r.Payload())
+	o.named(m.Share)
+	out, err := r.Push(e.AppendTo(nil), m.Window)
+	if err != nil {
+		return
+	}
+	buf, err := out.GetChunk(len(o.data))
+	if err != nil {
+		return
+	}
+	copy(buf.Payload()[wire.DataHeaderLen:], o.data)
+	if out.Send(buf, 0) == nil {
+		out.End(nil)
 	}
 }
 
