@@ -1,8 +1,9 @@
 // Package fusefs presents a peer's share as a local folder through FUSE (go-fuse v2). It
-// speaks the kernel's words: Root holds mount-wide state, Node is an inode (embeds fs.Inode),
+// speaks the kernel's words: Root holds mount-wide state, Node is an inode (embeds fs.Inode;
+// what a file opened or written here needs besides, fileState, is made at its first open),
 // Handle is an open file. It never sees a frame: metadata comes from the tree replica and the
-// Owner interface, file contents from the chunk cache (filled by internal/fetch), and writes
-// go through writeback.
+// Owner interface (a remote.Share), file contents from the chunk cache (filled by
+// internal/fetch), and writes go through writeback.
 //
 // Read flow: kernel -> Handle.Read -> cache hit: a copy out of the cache file (under a
 // reference of its own), or passthrough once the file is fully cached -> miss of a
@@ -11,7 +12,8 @@
 // in flight (fetch.ReadInto), write them to the cache, reply.
 // Write flow: kernel -> Handle.Write -> writeback extents -> full pieces leave in the
 // background past 4 MiB dirty (write-behind); Flush/Fsync/Release, 64 MiB dirty or flushDelay
-// after the first unsent write send everything -> sorted, pipelined WRITEs -> owner.
+// after the first unsent write send everything (flush.go) -> sorted, pipelined WRITEs ->
+// owner.
 package fusefs
 
 import (

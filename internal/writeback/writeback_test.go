@@ -153,8 +153,9 @@ func TestFlushStopsAtTheFirstFailure(t *testing.T) {
 	}
 }
 
-// FlushFirst sends the lowest piece through first, and only once it succeeded the others;
-// when first fails, nothing else is sent and everything stays dirty for the next flush.
+// A flush with First sends the lowest piece through it first, and only once it succeeded
+// the others; when First fails, nothing else is sent and everything stays dirty for the next
+// flush.
 func TestFlushFirstGoesAloneAndFirst(t *testing.T) {
 	var f File
 	data := bytes.Repeat([]byte("x"), 5*MaxPiece)
@@ -175,7 +176,7 @@ func TestFlushFirstGoesAloneAndFirst(t *testing.T) {
 	refuse := errors.New("refused")
 	first := func(ctx context.Context, off int64, p []byte) error { return refuse }
 	if err := f.Flush(context.Background(), FlushOptions{InFlight: 4, First: first}, send); err != refuse {
-		t.Fatalf("FlushFirst with a failing first: %v, want its error", err)
+		t.Fatalf("Flush with a failing First: %v, want its error", err)
 	}
 	if o.calls != 0 || f.Dirty() != int64(len(data)) {
 		t.Fatalf("after a failed first: %d pieces sent, %d bytes dirty; want 0 and %d", o.calls, f.Dirty(), len(data))
