@@ -37,6 +37,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -276,7 +277,7 @@ func (n *Node) OnForget() {
 
 // listLocalKids adds to a listing of directory n the files created here that the owner does
 // not list yet.
-func (n *Node) listLocalKids(list []fuse.DirEntry, listed []wire.Entry) []fuse.DirEntry {
+func (n *Node) listLocalKids(list []fuse.DirEntry, listed []tree.DirEntry) []fuse.DirEntry {
 	have := make(map[string]bool, len(listed))
 	for i := range listed {
 		have[listed[i].Name] = true
