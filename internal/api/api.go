@@ -313,6 +313,9 @@ type OpStats struct {
 	Min   int64   `json:"min_bytes"`
 	Avg   float64 `json:"avg_bytes"`
 	Max   int64   `json:"max_bytes"`
+	// TotalMs is the time the daemon spent on the operation's calls, from the request read
+	// to the reply ready: the daemon's share of the latency programs see.
+	TotalMs float64 `json:"total_ms"`
 }
 
 // StatsResult answers "stats": per FUSE operation calls and request sizes, cache hits and

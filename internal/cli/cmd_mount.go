@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -280,10 +281,11 @@ hits and misses and round trips to the peer. Use it to see how programs drive th
 				return writeJSON(g.Stdout, res)
 			}
 			tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "op\tcalls\tbytes\tmin\tavg\tmax\t")
+			fmt.Fprintln(tw, "op\tcalls\tbytes\tmin\tavg\tmax\ttime\t")
 			for _, o := range res.Ops {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", o.Name, o.Calls, humanBytes(o.Bytes),
-					humanBytes(o.Min), humanBytes(int64(o.Avg)), humanBytes(o.Max))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", o.Name, o.Calls, humanBytes(o.Bytes),
+					humanBytes(o.Min), humanBytes(int64(o.Avg)), humanBytes(o.Max),
+					time.Duration(o.TotalMs*float64(time.Millisecond)).Round(time.Microsecond))
 			}
 			tw.Flush()
 			for _, k := range []string{"cache_hits", "cache_misses", "round_trips", "passthrough_opens", "page_drops", "local_creates"} {

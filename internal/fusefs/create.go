@@ -37,6 +37,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
@@ -71,7 +72,7 @@ func (n *Node) createLocally(ctx context.Context, name, p string, flags, mode, c
 	now := time.Now().UnixNano()
 	e := wire.Entry{Name: name, Mode: wire.ModeRegular | mode&0o777, Nlink: 1,
 		AtimeNs: now, MtimeNs: now, CtimeNs: now, Ino: localInoBase + n.root.localInos.Add(1)}
-	child := &Node{root: n.root, localSize: -1}
+	child := &Node{root: n.root}
 	child.creating = &localCreate{entry: e, mode: mode & 0o7777, flags: cf, parent: n}
 	ino = n.NewInode(ctx, child, fs.StableAttr{Mode: syscall.S_IFREG, Ino: e.Ino, Gen: n.root.gen.Load()})
 	child = ino.Operations().(*Node)
@@ -276,7 +277,7 @@ func (n *Node) OnForget() {
 
 // listLocalKids adds to a listing of directory n the files created here that the owner does
 // not list yet.
-func (n *Node) listLocalKids(list []fuse.DirEntry, listed []wire.Entry) []fuse.DirEntry {
+func (n *Node) listLocalKids(list []fuse.DirEntry, listed []tree.DirEntry) []fuse.DirEntry {
 	have := make(map[string]bool, len(listed))
 	for i := range listed {
 		have[listed[i].Name] = true

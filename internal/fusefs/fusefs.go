@@ -1,17 +1,19 @@
 // Package fusefs presents a peer's share as a local folder through FUSE (go-fuse v2). It
-// speaks the kernel's words: Root holds mount-wide state, Node is an inode (embeds fs.Inode),
+// speaks the kernel's words: Root holds mount-wide state, Node is an inode (embeds fs.Inode;
+// what a file opened or written here needs besides, fileState, is made at its first open),
 // Handle is an open file. It never sees a frame: metadata comes from the tree replica and the
-// Owner interface, file contents from the chunk cache (filled by fetch.go), and writes go
-// through writeback.
+// Owner interface (a remote.Share), file contents from the chunk cache (filled by
+// internal/fetch), and writes go through writeback.
 //
 // Read flow: kernel -> Handle.Read -> cache hit: a copy out of the cache file (under a
 // reference of its own), or passthrough once the file is fully cached -> miss of a
 // sequential reader: wait for the file's STREAM, which runs ahead of it into the cache
-// (stream.go) -> miss of a random reader: fetch the missing chunks with many READs in flight
-// (fetch.go), write them to the cache, reply.
+// (fetch.ReadSequential) -> miss of a random reader: fetch the missing chunks with many READs
+// in flight (fetch.ReadInto), write them to the cache, reply.
 // Write flow: kernel -> Handle.Write -> writeback extents -> full pieces leave in the
 // background past 4 MiB dirty (write-behind); Flush/Fsync/Release, 64 MiB dirty or flushDelay
-// after the first unsent write send everything -> sorted, pipelined WRITEs -> owner.
+// after the first unsent write send everything (flush.go) -> sorted, pipelined WRITEs ->
+// owner.
 package fusefs
 
 import (
@@ -25,28 +27,27 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/fetch"
 	"github.com/peerfs/peerfs/internal/stats"
 	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
 	"github.com/peerfs/peerfs/internal/writeback"
 )
 
-// Owner is what the mount needs from the peer that owns the share: share-relative paths,
-// errors carrying the owner's errno (*wire.RemoteError), and a bounded wait when the link is
-// down (then an error the mount turns into EIO).
+// Owner is what the mount needs from the peer that owns the share (remote.Share does it):
+// share-relative paths, errors carrying the owner's errno (*wire.RemoteError), and a bounded
+// wait when the link is down (then an error the mount turns into EIO). Requests name the
+// share there: the mount leaves wire requests' Share empty.
 type Owner interface {
 	Stat(ctx context.Context, path string) (wire.Entry, error)
 	ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error)
-	Read(ctx context.Context, path string, off int64, dst []byte) (int, error)
-	// Stream starts pushing [off, off+length) of path, cut at its end (STREAM), and returns
-	// the file's attributes as the owner saw them at the start.
-	Stream(ctx context.Context, path string, off, length int64) (wire.Entry, ChunkStream, error)
+	fetch.Owner // Read and Stream
 	// Write writes data at off and returns the file after the write and its state just
 	// before, so the mount can tell its own changes from someone else's.
 	Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error)
 	Create(ctx context.Context, path string, mode, flags uint32) (wire.Entry, error)
 	// CreateWith sends a CREATE with its first data or its times (wire.CreateWithData,
-	// wire.CreateSetTimes; req.Share is the mount's) and returns the file as it then is.
+	// wire.CreateSetTimes) and returns the file as it then is.
 	CreateWith(ctx context.Context, req wire.CreateReq) (wire.Entry, error)
 	// Mkdir and Symlink fail with EEXIST when the name exists on the owner, as mkdir(2) and
 	// symlink(2) do.
@@ -152,11 +153,12 @@ type Root struct {
 	stats   *opStats
 	server  *fuse.Server
 
+	// fetch brings contents into the cache; it stops when the mount's server ends (Mount).
+	fetch *fetch.Fetcher
+
 	// passthrough is Options.Passthrough once the mount proved the kernel accepts backing files.
 	passthrough atomic.Bool
 
-	fetchOnce sync.Once
-	fetch_    *fetcher
 	// gen is bumped whenever the owner's namespace is rescanned, so stale kernel entries
 	// cannot alias new files.
 	gen atomic.Uint64
@@ -206,6 +208,8 @@ func New(opts Options) *Root {
 		r.replica.TTL = time.Second
 	}
 	r.stats = newOpStats(opts.Stats)
+	r.fetch = fetch.New(fetch.Options{Owner: opts.Owner, ReadsInFlight: opts.ReadsInFlight, Piece: opts.Piece,
+		Readahead: opts.Readahead, Stats: opts.Stats})
 	r.Node.root = r
 	return r
 }
@@ -263,8 +267,13 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 	}
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
+		r.fetch.Close()
 		return nil, err
 	}
+	go func() {
+		srv.Wait() // unmounted, by this daemon or by fusermount3 -u
+		r.fetch.Close()
+	}()
 	r.server = srv
 	if err := setKernelReadahead(dir, r.opts.KernelReadahead); err != nil {
 		r.log.Info("the kernel's readahead on the mount stays at its default (128 KiB): sequential reads "+
@@ -278,6 +287,11 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 		}
 	}
 	return srv, nil
+}
+
+// key names path p of this mount's share in the chunk cache.
+func (r *Root) key(p string) cache.Key {
+	return cache.Key{Peer: r.opts.Peer, Share: r.opts.Share, Path: p}
 }
 
 // Stats returns the per-operation counters of this mount.

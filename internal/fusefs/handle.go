@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -13,14 +12,15 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/fetch"
 	"github.com/peerfs/peerfs/internal/wire"
-	"github.com/peerfs/peerfs/internal/writeback"
 )
 
 // Handle is an open file. Reads come from the inline content of a small file or from the
 // chunk cache; writes go to the node's writeback extents.
 type Handle struct {
 	n        *Node
+	file     *fileState // n's
 	writable bool
 	pass     bool // served by FUSE passthrough
 	// passWrite says the kernel writes this open's data into the backing cache file
@@ -33,10 +33,18 @@ type Handle struct {
 	// wrote is set at the handle's first write, which drops setuid and setgid (killpriv.go).
 	wrote atomic.Bool
 
-	mu       sync.Mutex // guards cf and lastEnd
+	mu       sync.Mutex // guards the fields below
 	cf       *cache.File
-	released bool
+	released bool  // Release ran: later operations get EBADF (gone)
 	lastEnd  int64 // end of the previous read: sequential readers get readahead
+}
+
+// gone reports whether the handle was released. An operation that lost a race with Release,
+// or came after it, answers EBADF, as for a closed descriptor.
+func (h *Handle) gone() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
 }
 
 // passHandle is a Handle of a fully cached, clean file served by FUSE passthrough: the kernel
@@ -72,6 +80,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // opening returns the attributes of the file being opened, after emptying it for O_TRUNC.
 // The open is reserved (reserveOpen).
 func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.Errno) {
+	f := n.fileOf()
 	p, done := n.holdPath()
 	defer done()
 	e, err := n.entry(ctx)
@@ -82,10 +91,10 @@ func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.E
 		if errno := n.ensureCreated(ctx); errno != 0 {
 			return e, errno
 		}
-		n.wb.Truncate(0)
+		f.wb.Truncate(0)
 		before, known := n.root.replica.Stat(p)
 		n.root.stats.roundTrips.Add(1)
-		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Share: n.root.opts.Share, Path: p, Valid: wire.SetSize})
+		resp, err := n.root.owner.SetAttr(ctx, wire.SetAttrReq{Path: p, Valid: wire.SetSize})
 		if err != nil {
 			return e, toErrno(err)
 		}
@@ -93,7 +102,7 @@ func (n *Node) opening(ctx context.Context, flags uint32) (wire.Entry, syscall.E
 		n.changedHere(known, &before, resp.Pre, &e, false)
 		n.root.replica.Put(p, e)
 		n.mu.Lock()
-		n.localSize = 0
+		f.localSize = 0
 		n.mu.Unlock()
 		n.root.forgetContent(p)
 		n.truncatePass(0)
@@ -110,10 +119,11 @@ const passDrainWait = 200 * time.Millisecond
 // passDrained reports whether the file has no passthrough open, waiting up to passDrainWait
 // for the ones there are to be released.
 func (n *Node) passDrained(ctx context.Context) bool {
+	f := n.fileOf()
 	deadline := time.Now().Add(passDrainWait)
 	for {
 		n.mu.Lock()
-		pass := n.passOpens
+		pass := f.passOpens
 		n.mu.Unlock()
 		if pass == 0 {
 			return true
@@ -128,22 +138,26 @@ func (n *Node) passDrained(ctx context.Context) bool {
 // openHandle builds the handle for an open of the file described by e. The caller reserved
 // the open (reserveOpen); if it fails, openHandle gives the reservation back.
 func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.FileHandle, uint32, syscall.Errno) {
-	h := &Handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
+	f := n.fileOf()
+	h := &Handle{n: n, file: f, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY, lastEnd: -1,
 		fills: flags&openDirect == 0}
+	n.mu.Lock()
+	f.last = *e // the file as the open found it, until a lookup or Getattr sees it again (fill)
+	n.mu.Unlock()
 	if ph, ok := n.joinPassthrough(h, e); ok {
 		return ph, 0, 0
 	}
 	if h.writable {
 		n.mu.Lock()
-		n.writers++
-		if n.localSize < 0 {
-			n.localSize = int64(e.Size)
+		f.writers++
+		if f.localSize < 0 {
+			f.localSize = int64(e.Size)
 		}
 		n.mu.Unlock()
 		return h, 0, 0
 	}
 	n.mu.Lock()
-	pending := n.writers > 0 || n.wb.Dirty() > 0
+	pending := f.writers > 0 || f.wb.Dirty() > 0
 	n.mu.Unlock()
 	if e.HasData && !pending {
 		h.inline = e.Data
@@ -160,19 +174,19 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	// fully cached file is read by passthrough.
 	pages := !pending && n.pagesWhole(version(e))
 	if !pending && !pages && !cf.Complete() && n.root.passthrough.Load() {
-		n.root.settle(ctx, n.path(), cf)
+		n.root.fetch.Settle(ctx, n.path(), cf)
 	}
 	// A fully cached, clean file: the kernel reads the cache file itself (seed 003). The
 	// kernel fails an open that would mix passthrough and page-cached opens of one inode, so
 	// passthrough is used only when no other open of the file exists, or all are passthrough.
 	n.mu.Lock()
-	pass := n.root.passthrough.Load() && !pending && cf.Complete() && (n.opens == 1 && !pages || n.passOpens > 0)
+	pass := n.root.passthrough.Load() && !pending && cf.Complete() && (n.opens == 1 && !pages || f.passOpens > 0)
 	if pass {
-		n.passOpens++
+		f.passOpens++
 		h.pass = true
-		if n.passCF == nil {
-			n.passCF = cf.Retain()
-			n.passSent, _ = stampOf(cf.OSFile())
+		if f.passCF == nil {
+			f.passCF = cf.Retain()
+			f.passSent, _ = stampOf(cf.OSFile())
 		}
 	}
 	n.mu.Unlock()
@@ -183,17 +197,19 @@ func (n *Node) openHandle(ctx context.Context, flags uint32, e *wire.Entry) (fs.
 	return h, n.openPages(version(e)), 0
 }
 
-func version(e *wire.Entry) cache.Version {
-	return cache.Version{Size: int64(e.Size), MtimeNs: e.MtimeNs, Ino: e.Ino}
-}
+// version is the cache version of a file with attributes e.
+func version(e *wire.Entry) cache.Version { return fetch.VersionOf(e) }
 
 var _ = (fs.FileReader)((*Handle)(nil))
 
 // Read serves from the inline content or the cache, fetching missing chunks first. Data this
 // mount wrote and has not sent yet is flushed first, so a reader always sees its own writes.
 func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n := h.n
+	n, f := h.n, h.file
 	n.root.stats.read.Add(int64(len(dest)))
+	if h.gone() {
+		return nil, syscall.EBADF
+	}
 	if h.inline != nil {
 		if off >= int64(len(h.inline)) {
 			return fuse.ReadResultData(nil), 0
@@ -201,9 +217,9 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(h.inline[off:min(off+int64(len(dest)), int64(len(h.inline)))]), 0
 	}
 	n.mu.Lock()
-	writing := n.writers > 0
+	writing := f.writers > 0
 	n.mu.Unlock()
-	if writing || n.wb.Dirty() > 0 {
+	if writing || f.wb.Dirty() > 0 {
 		// Also waits for a flush already under way: its data left the dirty set before it
 		// reached the owner.
 		if errno := n.flush(ctx); errno != 0 {
@@ -224,73 +240,24 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), size)
-	// The kernel's readahead sends a sequential reader's READs a few at a time and they are
-	// served concurrently, so they may arrive out of order: a read that the file's stream is
-	// about to bring is sequential too.
-	h.mu.Lock()
-	sequential := off == 0 || off == h.lastEnd
-	h.mu.Unlock()
-	if !sequential {
-		sequential = n.root.streamCovers(n.path(), cf, off)
-	}
-	h.mu.Lock()
-	if sequential {
-		h.lastEnd = max(h.lastEnd, end)
-	} else {
-		h.lastEnd = end
-	}
-	h.mu.Unlock()
+	sequential := h.sequential(cf, off, end)
 	if !cf.Present(off, end-off) {
-		n.root.stats.misses.Add(1)
-		ahead := end
-		if sequential {
-			ahead = min(end+n.root.opts.Readahead, size)
+		var filled bool
+		cf, end, filled, errno = h.readMiss(ctx, cf, off, end, sequential, dest)
+		if errno != 0 {
+			return nil, errno
 		}
-		var err error
-		if sequential {
-			n.root.stats.streamWaits.Add(1)
-			var filled bool
-			filled, err = n.root.readSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
-			if err == nil && filled {
-				h.served(cf, off, end)
-				return fuse.ReadResultData(dest[:end-off]), 0
-			}
-			if err == nil { // the stream stopped first: tagged READs take over
-				err = n.root.fetch(ctx, n.path(), cf, off, end, end)
-			}
-		} else {
-			err = n.root.fetchInto(ctx, n.path(), cf, off, dest[:end-off])
-			if err == nil {
-				h.served(cf, off, end)
-				return fuse.ReadResultData(dest[:end-off]), 0
-			}
+		if filled {
+			h.served(cf, off, end)
+			return fuse.ReadResultData(dest[:end-off]), 0
 		}
-		if err != nil {
-			if !errors.Is(err, errShrank) {
-				return nil, n.failed("read", err)
-			}
-			// The file changed on the owner since this version was cached: start over
-			// from its current attributes, once.
-			n.root.forgetContent(n.path())
-			n.root.replica.Invalidate(n.path())
-			cf.Release()
-			if cf, errno = h.cacheFile(ctx); errno != 0 {
-				cf = nil
-				return nil, errno
-			}
-			size = cf.Version().Size
-			if off >= size {
-				return fuse.ReadResultData(nil), 0
-			}
-			end = min(off+int64(len(dest)), size)
-			if err := n.root.fetch(ctx, n.path(), cf, off, end, end); err != nil {
-				return nil, n.failed("read", err)
-			}
+		if end <= off {
+			return fuse.ReadResultData(nil), 0
 		}
 	} else {
 		n.root.stats.hits.Add(1)
 		if sequential && end < size && !cf.Present(end, min(n.root.opts.Readahead/2, size-end)) {
-			n.root.readAheadSequential(n.path(), cf, end, min(end+n.root.opts.Readahead, size))
+			n.root.fetch.ReadAhead(n.path(), cf, end, min(end+n.root.opts.Readahead, size))
 		}
 	}
 	// Copy out under our reference: an fd-backed reply is spliced after we return, when the
@@ -301,6 +268,70 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	}
 	h.served(cf, off, off+int64(got))
 	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// sequential reports whether a read of [off, end) of cf continues the handle's reads (or
+// starts the file), and records it. The kernel's readahead sends a sequential reader's READs
+// a few at a time and they are served concurrently, so they may arrive out of order: a read
+// that the file's stream is about to bring is sequential too.
+func (h *Handle) sequential(cf *cache.File, off, end int64) bool {
+	h.mu.Lock()
+	seq := off == 0 || off == h.lastEnd
+	h.mu.Unlock()
+	if !seq {
+		seq = h.n.root.fetch.StreamCovers(h.n.path(), cf, off)
+	}
+	h.mu.Lock()
+	if seq {
+		h.lastEnd = max(h.lastEnd, end)
+	} else {
+		h.lastEnd = end
+	}
+	h.mu.Unlock()
+	return seq
+}
+
+// readMiss serves a read of [off, end) that the cache does not hold: a sequential reader
+// from the file's stream, a random one from READs, both straight into dest (filled); else (a
+// stream that stopped first) it makes the range present in cf. A file changed on the owner
+// since cf's version starts over once from its current version: cf is then replaced (the
+// old reference released; nil on error) and end cut to the new size.
+func (h *Handle) readMiss(ctx context.Context, cf *cache.File, off, end int64, sequential bool, dest []byte) (_ *cache.File, _ int64, filled bool, errno syscall.Errno) {
+	n := h.n
+	n.root.stats.misses.Add(1)
+	var err error
+	if sequential {
+		n.root.stats.streamWaits.Add(1)
+		ahead := min(end+n.root.opts.Readahead, cf.Version().Size)
+		filled, err = n.root.fetch.ReadSequential(ctx, n.path(), cf, off, ahead, dest[:end-off])
+		if err == nil && !filled { // the stream stopped first: tagged READs take over
+			err = n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end)
+		}
+	} else {
+		err = n.root.fetch.ReadInto(ctx, n.path(), cf, off, dest[:end-off])
+		filled = err == nil
+	}
+	if err == nil {
+		return cf, end, filled, 0
+	}
+	if !errors.Is(err, fetch.ErrChanged) {
+		return cf, end, false, n.failed("read", err)
+	}
+	// The file changed on the owner since this version was cached: start over from its
+	// current attributes, once.
+	n.root.forgetContent(n.path())
+	n.root.replica.Invalidate(n.path())
+	cf.Release()
+	if cf, errno = h.cacheFile(ctx); errno != 0 {
+		return nil, end, false, errno
+	}
+	end = min(off+int64(len(dest)), max(cf.Version().Size, off))
+	if end > off {
+		if err := n.root.fetch.Fetch(ctx, n.path(), cf, off, end, end); err != nil {
+			return cf, end, false, n.failed("read", err)
+		}
+	}
+	return cf, end, false, 0
 }
 
 // served records a READ reply of [off, end) of cf's version, which the kernel keeps in its
@@ -345,9 +376,12 @@ var _ = (fs.FileWriter)((*Handle)(nil))
 // Write keeps the data in the node's writeback extents; it reaches the owner at flush,
 // fsync, close or when too much is pending. An error from an earlier flush is reported here.
 func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n := h.n
+	n, f := h.n, h.file
 	n.root.stats.write.Add(int64(len(data)))
-	if err := n.wb.Err(); err != nil {
+	if h.gone() {
+		return 0, syscall.EBADF
+	}
+	if err := f.wb.Err(); err != nil {
 		return 0, toErrno(err)
 	}
 	if err := n.createError(); err != nil {
@@ -358,23 +392,23 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			return 0, errno
 		}
 	}
-	n.wb.Write(data, off)
+	f.wb.Write(data, off)
 	n.mu.Lock()
-	if end := off + int64(len(data)); end > n.localSize {
-		n.localSize = end
+	if end := off + int64(len(data)); end > f.localSize {
+		f.localSize = end
 	}
-	if !n.timerArmed {
-		n.timerArmed = true
-		if n.flushTimer == nil {
-			n.flushTimer = time.AfterFunc(flushDelay, n.timedFlush)
+	if !f.timerArmed {
+		f.timerArmed = true
+		if f.flushTimer == nil {
+			f.flushTimer = time.AfterFunc(flushDelay, n.timedFlush)
 		} else {
-			n.flushTimer.Reset(flushDelay)
+			f.flushTimer.Reset(flushDelay)
 		}
 	}
-	dirty := n.wb.Dirty()
-	startBehind := dirty >= writeBehind && dirty < dirtyLimit && !n.behind && n.wb.Full() >= writeBehind
+	dirty := f.wb.Dirty()
+	startBehind := dirty >= writeBehind && dirty < dirtyLimit && !f.behind && f.wb.Full() >= writeBehind
 	if startBehind {
-		n.behind = true
+		f.behind = true
 	}
 	n.mu.Unlock()
 	if startBehind {
@@ -388,170 +422,15 @@ func (h *Handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	return uint32(len(data)), 0
 }
 
-// writeBehind sends full pieces in the background while the application keeps writing (seed
-// 001: the link and the owner's disk work while the writer fills the next pieces), until
-// less than writeBehind is dirty. Its error is kept for the application's next write, fsync
-// or close, like any background flush's.
-func (n *Node) writeBehind() {
-	for {
-		errno := n.flushWith(context.Background(), true)
-		if errno != 0 {
-			n.wb.Fail(errno)
-		}
-		n.mu.Lock()
-		if errno != 0 || n.wb.Full() < writeBehind {
-			n.behind = false
-			n.mu.Unlock()
-			return
-		}
-		n.mu.Unlock()
-	}
-}
-
-// timedFlush sends what is still dirty flushDelay after a write. Its error is kept for the
-// application's next write, fsync or close, like any background flush's.
-func (n *Node) timedFlush() {
-	n.mu.Lock()
-	n.timerArmed = false
-	n.mu.Unlock()
-	if n.wb.Dirty() == 0 {
-		return
-	}
-	if errno := n.flush(context.Background()); errno != 0 {
-		n.wb.Fail(errno)
-	}
-}
-
-// flush sends the node's pending writes and refreshes its attributes from the owner's reply.
-func (n *Node) flush(ctx context.Context) syscall.Errno { return n.flushWith(ctx, false) }
-
-// flushWith sends the file's dirty data, or only its full pieces (fullOnly), and records the
-// owner's view of the file after the last write.
-func (n *Node) flushWith(ctx context.Context, fullOnly bool) syscall.Errno {
-	n.flushStart()
-	defer n.flushDone()
-	// One flush at a time (the write-behind one, a close's, the timer's): each must read
-	// the file's state from the replica after the previous one recorded its result, or its
-	// first WRITE would find a state it does not know and take it for a change elsewhere.
-	n.flushMu.Lock()
-	defer n.flushMu.Unlock()
-	if err := n.createError(); err != nil {
-		n.wb.Truncate(0) // never to be sent: the name may be someone else's file now
-		return toErrno(err)
-	}
-	p, done := n.holdPath()
-	defer done()
-	before, known := n.root.replica.Stat(p)
-	local, created := n.localEntry() // created here, not on the owner yet (create.go)
-	if created {
-		before, known = local, true
-	}
-	// A file that was empty when the flush began (created or truncated here) and that the
-	// flush writes whole, small enough to come inline in a listing, stays in the replica with
-	// its contents: reading it back (git checks out the objects it just wrote, a linker reads
-	// the objects a compiler wrote) costs no round trip.
-	inlineMax := int64(n.root.opts.Inline)
-	keep := known && before.IsRegular() && before.Size == 0 && inlineMax > 0
-	type written struct {
-		off  int64
-		data []byte
-	}
-	var (
-		mu      sync.Mutex
-		last    wire.Entry
-		pres    []wire.FileState // the file's state before each WRITE
-		posts   []wire.Entry     // and after
-		kept    []written
-		covered int64
-		// States this flush's WRITEs found the file in or left it in, starting from the one
-		// the replica knew: a WRITE that found one of them left an echo (wroteState).
-		// Replies can arrive out of order; those that found an unknown state wait in
-		// unchained until the state they found shows up.
-		chained   = map[wire.FileState]bool{}
-		unchained []wire.ChangeResp
-	)
-	if known && before.IsRegular() {
-		chained[before.State()] = true
-	}
-	send := func(ctx context.Context, off int64, data []byte) error {
-		n.root.stats.send.Add(int64(len(data)))
-		n.root.stats.roundTrips.Add(1)
-		resp, err := n.writePiece(ctx, p, off, data)
-		if err == nil {
-			mu.Lock()
-			// Pieces complete in any order: the reply with the latest ctime is the file as it
-			// now is (with equal ctimes, from a filesystem with coarse timestamps, the largest).
-			e := &resp.Entry
-			if e.CtimeNs > last.CtimeNs || e.CtimeNs == last.CtimeNs && e.Size >= last.Size {
-				last = *e
-			}
-			pres = append(pres, resp.Pre)
-			posts = append(posts, *e)
-			unchained = n.chainEchoes(chained, append(unchained, resp))
-			if keep && off+int64(len(data)) <= inlineMax {
-				kept = append(kept, written{off, bytes.Clone(data)})
-				covered += int64(len(data))
-			} else {
-				keep = false
-			}
-			mu.Unlock()
-		}
-		return err
-	}
-	var first writeback.SendFunc
-	if created {
-		first = send // it creates the file on the owner; the others follow once it is there
-	}
-	err := n.wb.FlushFirst(ctx, n.root.opts.Piece, n.root.opts.WritesInFlight, fullOnly, first, send)
-	if n.createLost.Load() {
-		n.wb.Truncate(0)
-	}
-	if err == nil && !fullOnly {
-		// Nothing written at all (an empty new file): the close still creates it.
-		if errno := n.ensureCreated(ctx); errno != 0 {
-			return errno
-		}
-	}
-	if last.Mode != 0 {
-		n.root.forgetContent(p)
-		foreign := n.flushed(known, &before, pres, posts, &last)
-		// The pieces never overlap, so bytes written that add up to the size cover it all.
-		if keep && err == nil && !foreign && covered == int64(last.Size) && last.Size > 0 {
-			last.Data = make([]byte, last.Size)
-			for _, w := range kept {
-				copy(last.Data[w.off:], w.data)
-			}
-			last.HasData = true
-		}
-		n.root.replica.Put(p, last)
-	}
-	return toErrno(err)
-}
-
-// chainEchoes records as echoes the states left by the WRITE replies in pending that found
-// the file in a chained state (which chains their own), until none does, and returns the rest.
-func (n *Node) chainEchoes(chained map[wire.FileState]bool, pending []wire.ChangeResp) []wire.ChangeResp {
-	for progress := true; progress; {
-		progress = false
-		for i := 0; i < len(pending); i++ {
-			if r := &pending[i]; chained[r.Pre] {
-				chained[r.Entry.State()] = true
-				n.wroteState(&r.Entry)
-				pending = append(pending[:i], pending[i+1:]...)
-				progress = true
-				i--
-			}
-		}
-	}
-	return pending
-}
-
 var _ = (fs.FileFlusher)((*Handle)(nil))
 
 // Flush runs at every close(2) of a descriptor: close-to-open consistency means the data is
 // on the owner when close returns, and a failed write is reported here.
 func (h *Handle) Flush(ctx context.Context) syscall.Errno {
 	h.n.root.stats.flush.Add(0)
+	if h.gone() {
+		return syscall.EBADF
+	}
 	if !h.writable {
 		// A file created here by an open for reading (a lock file) still reaches the owner
 		// at its close, as a written one does (create.go).
@@ -569,6 +448,9 @@ var _ = (fs.FileFsyncer)((*Handle)(nil))
 
 func (h *Handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	h.n.root.stats.fsync.Add(0)
+	if h.gone() {
+		return syscall.EBADF
+	}
 	if h.passWrite {
 		if errno := h.n.sendPassWrites(ctx); errno != 0 {
 			return errno
@@ -587,11 +469,15 @@ var _ = (fs.FileReleaser)((*Handle)(nil))
 
 // Release runs when the last descriptor of the open is gone; Flush already sent the data.
 func (h *Handle) Release(ctx context.Context) syscall.Errno {
+	f := h.file
 	h.n.root.stats.release.Add(0)
 	h.mu.Lock()
-	cf := h.cf
+	cf, again := h.cf, h.released
 	h.cf, h.released = nil, true
 	h.mu.Unlock()
+	if again {
+		return syscall.EBADF // its opens and writers are counted out already
+	}
 	complete := false
 	if cf != nil {
 		complete = cf.Complete()
@@ -610,23 +496,23 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 	h.n.mu.Lock()
 	h.n.opens--
 	if h.pass {
-		h.n.passOpens--
+		f.passOpens--
 		if h.passWrite {
-			h.n.passWriters--
+			f.passWriters--
 		}
-		if h.n.passOpens == 0 {
-			passCF, h.n.passCF = h.n.passCF, nil
+		if f.passOpens == 0 {
+			passCF, f.passCF = f.passCF, nil
 		}
 	}
 	if h.writable {
-		h.n.writers--
-		if h.n.writers == 0 && h.n.wb.Dirty() == 0 {
-			h.n.localSize = -1
+		f.writers--
+		if f.writers == 0 && f.wb.Dirty() == 0 {
+			f.localSize = -1
 		}
 	}
 	hidden := ""
-	if h.n.opens == 0 && h.n.hidden != "" {
-		hidden, h.n.hidden = h.n.hidden, ""
+	if h.n.opens == 0 && h.n.hiddenName() != "" {
+		hidden, h.n.renamed.hidden = h.n.renamed.hidden, ""
 		h.n.gone = true // an open that raced the unlink starts over (reserveOpen)
 	}
 	h.n.mu.Unlock()
@@ -650,6 +536,10 @@ func (h *Handle) Release(ctx context.Context) syscall.Errno {
 var _ = (fs.FileAllocater)((*Handle)(nil))
 
 func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	f := h.file
+	if h.gone() {
+		return syscall.EBADF
+	}
 	if errno := h.n.flush(ctx); errno != 0 {
 		return errno
 	}
@@ -661,8 +551,8 @@ func (h *Handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		return toErrno(err)
 	}
 	h.n.mu.Lock()
-	if int64(e.Size) > h.n.localSize {
-		h.n.localSize = int64(e.Size)
+	if int64(e.Size) > f.localSize {
+		f.localSize = int64(e.Size)
 	}
 	h.n.mu.Unlock()
 	h.n.root.replica.Put(p, e)
@@ -682,44 +572,6 @@ func (n *Node) failed(op string, err error) syscall.Errno {
 	errno := toErrno(err)
 	if errno == syscall.EIO {
 		n.root.log.Warn(op+" failed with EIO", "path", n.path(), "err", err)
-	}
-	return errno
-}
-
-var _ = (fs.NodeFsyncer)((*Node)(nil))
-
-// Fsync of a file goes to its handle. Fsync of a directory (FSYNCDIR: go-fuse's directory
-// streams have no fsync of their own and pass it to the node) means what it means on a local
-// disk, that the directory's entries are stable: git, sqlite and PostgreSQL fsync a directory
-// after creating or renaming a file in it. Files created in it that exist only in this mount
-// so far are created on the owner first (create.go); then the owner fsyncs the directory.
-func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
-	if h, ok := f.(fs.FileFsyncer); ok {
-		return h.Fsync(ctx, flags)
-	}
-	n.root.stats.fsync.Add(0)
-	if n.IsDir() && n.localKids.Load() > 0 {
-		for _, c := range n.Children() {
-			if cn, ok := c.Operations().(*Node); ok {
-				if _, local := cn.localEntry(); local {
-					if errno := cn.flush(ctx); errno != 0 {
-						return errno
-					}
-				}
-			}
-		}
-	}
-	if !n.IsDir() {
-		if errno := n.flush(ctx); errno != 0 {
-			return errno
-		}
-	}
-	p, done := n.holdPath()
-	defer done()
-	n.root.stats.roundTrips.Add(1)
-	errno := toErrno(n.root.owner.Fsync(ctx, p, flags&1 != 0))
-	if errno == syscall.EROFS {
-		return 0 // a read-only share holds nothing of this mount's to make stable
 	}
 	return errno
 }

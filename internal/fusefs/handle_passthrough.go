@@ -49,22 +49,23 @@ const coarseTime = 10 * time.Millisecond
 // joinPassthrough opens h by passthrough on the backing file when the file is open by
 // passthrough already, as the kernel requires; ok false means it is not.
 func (n *Node) joinPassthrough(h *Handle, e *wire.Entry) (fs.FileHandle, bool) {
+	f := n.fileOf()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.passOpens == 0 || n.passCF == nil {
+	if f.passOpens == 0 || f.passCF == nil {
 		return nil, false
 	}
-	n.passOpens++
+	f.passOpens++
 	h.pass = true // opens counts it already (reserveOpen)
 	if h.writable {
 		h.passWrite = true
-		n.writers++
-		n.passWriters++
-		if n.localSize < 0 {
-			n.localSize = int64(e.Size)
+		f.writers++
+		f.passWriters++
+		if f.localSize < 0 {
+			f.localSize = int64(e.Size)
 		}
 	}
-	h.cf = n.passCF.Retain()
+	h.cf = f.passCF.Retain()
 	n.root.stats.passthrough.Add(1)
 	return &passHandle{Handle: h, fd: int(h.cf.OSFile().Fd())}, true
 }
@@ -78,19 +79,20 @@ func (n *Node) sendPassWrites(ctx context.Context) (errno syscall.Errno) {
 			n.root.forgetContent(n.path())
 		}
 	}()
+	f := n.fileOf()
 	n.mu.Lock()
-	cf := n.passCF
+	cf := f.passCF
 	if cf != nil {
 		cf = cf.Retain()
 	}
-	sent := n.passSent
+	sent := f.passSent
 	n.mu.Unlock()
 	if cf == nil {
 		return 0
 	}
 	defer cf.Release()
-	f := cf.OSFile()
-	now, err := stampOf(f)
+	of := cf.OSFile()
+	now, err := stampOf(of)
 	if err != nil {
 		return n.failed("send passthrough writes", err)
 	}
@@ -99,9 +101,9 @@ func (n *Node) sendPassWrites(ctx context.Context) (errno syscall.Errno) {
 	}
 	buf := make([]byte, n.root.opts.Piece)
 	for off := int64(0); off < now.size; {
-		k, err := f.ReadAt(buf[:min(int64(len(buf)), now.size-off)], off)
+		k, err := of.ReadAt(buf[:min(int64(len(buf)), now.size-off)], off)
 		if k > 0 {
-			n.wb.Write(buf[:k], off)
+			f.wb.Write(buf[:k], off)
 			off += int64(k)
 		}
 		if err == io.EOF {
@@ -110,20 +112,20 @@ func (n *Node) sendPassWrites(ctx context.Context) (errno syscall.Errno) {
 		if err != nil {
 			return n.failed("send passthrough writes", err)
 		}
-		if n.wb.Dirty() >= dirtyLimit {
+		if f.wb.Dirty() >= dirtyLimit {
 			if errno := n.flush(ctx); errno != 0 {
 				return errno
 			}
 		}
 	}
 	n.mu.Lock()
-	n.localSize = max(n.localSize, now.size)
+	f.localSize = max(f.localSize, now.size)
 	n.mu.Unlock()
 	if errno := n.flush(ctx); errno != 0 {
 		return errno
 	}
 	n.mu.Lock()
-	n.passSent = now
+	f.passSent = now
 	n.mu.Unlock()
 	return 0
 }
@@ -131,21 +133,29 @@ func (n *Node) sendPassWrites(ctx context.Context) (errno syscall.Errno) {
 // passSize makes the size shown while passthrough writers are open the backing file's: the
 // kernel extends the file there without telling the daemon.
 func (n *Node) passSize() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.passWriters == 0 || n.passCF == nil {
+	f := n.file.Load()
+	if f == nil {
 		return
 	}
-	if st, err := stampOf(n.passCF.OSFile()); err == nil {
-		n.localSize = st.size
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if f.passWriters == 0 || f.passCF == nil {
+		return
+	}
+	if st, err := stampOf(f.passCF.OSFile()); err == nil {
+		f.localSize = st.size
 	}
 }
 
 // truncatePass cuts the backing file to size while the file is open by passthrough, so its
 // readers see the truncate the owner just applied.
 func (n *Node) truncatePass(size int64) {
+	f := n.file.Load()
+	if f == nil {
+		return
+	}
 	n.mu.Lock()
-	cf := n.passCF
+	cf := f.passCF
 	if cf != nil {
 		cf = cf.Retain()
 	}

@@ -17,58 +17,41 @@ import (
 	"github.com/peerfs/peerfs/internal/writeback"
 )
 
-// Node is one file, directory or symlink of the share.
+// Node is one file, directory or symlink of the share. A listing makes one for every entry
+// the kernel looks up, so a Node holds only what every inode needs; what only a file opened
+// or written through this mount needs (fileState) is allocated at its first open, truncate,
+// or change event, and most Nodes of a large folder never get one (ARCHITECTURE.md gives the
+// memory per entry).
 type Node struct {
 	fs.Inode
 	root *Root
 
-	// mu guards the fields below. Never held across a call to the owner or a kernel notify.
-	mu        sync.Mutex
-	localSize int64 // size including data not yet sent, -1 when none is pending
-	writers   int   // open handles that may write
-	opens     int   // open handles
-	passOpens int   // open handles served by passthrough
-	// While the file is open by passthrough: passCF is the cache file the kernel reads and
-	// writes (the backing file, a reference of the node's own), passWriters counts the
-	// passthrough opens that may write it, and passSent is its state when the owner last got
-	// it whole (handle_passthrough.go).
-	passCF      *cache.File
-	passWriters int
-	passSent    fileStamp
-	// hidden is the owner-side name of a file unlinked while open here: like NFS, the file is
-	// renamed to a hidden name instead of deleted, and deleted at the last close.
-	hidden string
+	// mu guards the fields below up to createMu, and those of file that say so. Never held
+	// across a call to the owner or a kernel notify.
+	mu    sync.Mutex
+	opens int32  // open handles
+	nlink uint32 // the link count last shown to the kernel (links)
 	// The file's name on the owner changes through this mount (an unlink that hides or
 	// deletes it) only while no operation addresses the file by that name (holdPath):
 	// pathUsers counts those operations, naming says a change is under way, which they
 	// wait for, and nameCond (on mu) wakes both sides. gone says the file was deleted on
 	// the owner while no descriptor had it open: an open that raced the unlink is retried
 	// by the kernel (reserveOpen).
-	// movedFrom and movedTo: a rename through this mount moved the file on the owner, and
-	// go-fuse moves its name only once Rename has returned: until then path() answers movedTo.
-	movedFrom, movedTo string
-	pathUsers          int
-	naming             bool
-	nameCond           *sync.Cond
-	gone               bool
-	last               wire.Entry // the attributes last seen, for files open for writing
-	wb                 writeback.File
-	// flushTimer sends dirty data flushDelay after the first unsent write, for files kept
-	// open for long (editors, logs, databases); timerArmed says it is pending.
-	flushTimer *time.Timer
-	timerArmed bool
-	// behind says a write-behind flush runs in the background (writeBehind).
-	behind bool
-	// flushMu serialises the file's flushes (flushWith).
-	flushMu sync.Mutex
-	// pages is what the kernel's page cache holds of the file (pages.go).
-	pages pageState
+	pathUsers int32
+	naming    bool
+	gone      bool
+	nameCond  *sync.Cond
+	// renamed is set once the file is unlinked while open or renamed through this mount.
+	renamed *renamed
+	// file is set once and never cleared; nil for an inode never opened or written here.
+	file atomic.Pointer[fileState]
 
 	// creating is set while the file exists only in this mount (create.go). createMu guards
 	// it and ownerIno, and is held across the CREATE that ends it.
 	createMu sync.Mutex
 	creating *localCreate
 	ownerIno uint64 // the owner's inode number of a file created here, once it is there
+
 	// For directories: createsOK says the owner accepted a CREATE or MKDIR in it from this
 	// mount; localKids counts the files in it that exist only here.
 	createsOK atomic.Bool
@@ -77,9 +60,61 @@ type Node struct {
 	createLost atomic.Bool
 }
 
+// renamed is how the file's name on the owner differs from its name in the kernel's tree.
+// Node.mu guards it.
+type renamed struct {
+	// hidden is the owner-side name of a file unlinked while open here: like NFS, the file
+	// is renamed to a hidden name instead of deleted, and deleted at the last close.
+	hidden string
+	// movedFrom and movedTo: a rename through this mount moved the file on the owner, and
+	// go-fuse moves its name only once Rename has returned: until then path() answers
+	// movedTo.
+	movedFrom, movedTo string
+}
+
+// fileState is what a file opened, written or truncated through this mount needs beyond
+// its inode. Node.mu guards the fields down to pages; wb and flushMu have locks of their own.
+type fileState struct {
+	localSize int64 // size including data not yet sent, -1 when none is pending
+	writers   int   // open handles that may write
+	passOpens int   // open handles served by passthrough
+	// While the file is open by passthrough: passCF is the cache file the kernel reads and
+	// writes (the backing file, a reference of the node's own), passWriters counts the
+	// passthrough opens that may write it, and passSent is its state when the owner last got
+	// it whole (handle_passthrough.go).
+	passCF      *cache.File
+	passWriters int
+	passSent    fileStamp
+	last        wire.Entry // the attributes last seen, for Getattr while the file is written
+	// flushTimer sends dirty data flushDelay after the first unsent write, for files kept
+	// open for long (editors, logs, databases); timerArmed says it is pending.
+	flushTimer *time.Timer
+	timerArmed bool
+	// behind says a write-behind flush runs in the background (writeBehind).
+	behind bool
+	// pages is what the kernel's page cache holds of the file (pages.go).
+	pages pageState
+
+	wb writeback.File
+	// flushMu serialises the file's flushes (flushWith).
+	flushMu sync.Mutex
+}
+
+// fileOf returns the node's fileState, making it at the first call.
+func (n *Node) fileOf() *fileState {
+	if f := n.file.Load(); f != nil {
+		return f
+	}
+	n.file.CompareAndSwap(nil, &fileState{localSize: -1})
+	return n.file.Load()
+}
+
 func (n *Node) path() string {
 	n.mu.Lock()
-	hidden, from, to := n.hidden, n.movedFrom, n.movedTo
+	var hidden, from, to string
+	if rn := n.renamed; rn != nil {
+		hidden, from, to = rn.hidden, rn.movedFrom, rn.movedTo
+	}
 	n.mu.Unlock()
 	if hidden != "" {
 		return hidden
@@ -90,12 +125,29 @@ func (n *Node) path() string {
 			return to // renamed on the owner; go-fuse moves the name once Rename returns
 		}
 		n.mu.Lock()
-		if n.movedTo == to {
-			n.movedFrom, n.movedTo = "", ""
+		if n.renamed.movedTo == to {
+			n.renamed.movedFrom, n.renamed.movedTo = "", ""
 		}
 		n.mu.Unlock()
 	}
 	return p
+}
+
+// hiddenName returns the file's hidden name on the owner (renamed), "" when it has none.
+// mu is held.
+func (n *Node) hiddenName() string {
+	if n.renamed == nil {
+		return ""
+	}
+	return n.renamed.hidden
+}
+
+// renames returns renamed, making it. mu is held.
+func (n *Node) renames() *renamed {
+	if n.renamed == nil {
+		n.renamed = &renamed{}
+	}
+	return n.renamed
 }
 
 // holdPath returns the file's path on the owner and keeps it from changing through this
@@ -167,6 +219,7 @@ func (n *Node) reserveOpen() syscall.Errno {
 		return syscall.ESTALE
 	}
 	n.opens++
+	n.fileOf()
 	return 0
 }
 
@@ -204,11 +257,14 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 	out.Ino = n.root.kernelIno(e.Ino)
 	out.Size = e.Size
 	n.mu.Lock()
-	n.last = *e
-	if n.localSize >= 0 && n.writers > 0 && uint64(n.localSize) > out.Size {
-		out.Size = uint64(n.localSize)
+	n.nlink = e.Nlink
+	if f := n.file.Load(); f != nil {
+		f.last = *e
+		if f.localSize >= 0 && f.writers > 0 && uint64(f.localSize) > out.Size {
+			out.Size = uint64(f.localSize)
+		}
 	}
-	unlinked := n.hidden != ""
+	unlinked := n.hiddenName() != ""
 	n.mu.Unlock()
 	out.Blocks = (out.Size + 511) / 512
 	out.Atime, out.Atimensec = uint64(e.AtimeNs/1e9), uint32(e.AtimeNs%1e9)
@@ -231,7 +287,7 @@ func (n *Node) fill(e *wire.Entry, out *fuse.Attr) {
 
 // newChild makes (or finds) the inode for an entry.
 func (n *Node) newChild(ctx context.Context, e *wire.Entry, out *fuse.EntryOut) *fs.Inode {
-	child := &Node{root: n.root, localSize: -1}
+	child := &Node{root: n.root}
 	ino := n.NewInode(ctx, child, fs.StableAttr{Mode: e.Mode & syscall.S_IFMT, Ino: n.root.kernelIno(e.Ino), Gen: n.root.gen.Load()})
 	if ops, ok := ino.Operations().(*Node); ok {
 		ops.mu.Lock()
@@ -323,8 +379,12 @@ func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	n.passSize()
 	// While this mount writes a file, its own view is the one that matters (close-to-open):
 	// the kernel asks for attributes around every write, and must not wait for the owner.
+	var last wire.Entry
+	writing := false
 	n.mu.Lock()
-	last, writing := n.last, n.writers > 0 && n.last.Mode != 0
+	if f := n.file.Load(); f != nil {
+		last, writing = f.last, f.writers > 0 && f.last.Mode != 0
+	}
 	n.mu.Unlock()
 	if writing {
 		if e, ok := n.root.replica.Stat(n.path()); ok {
@@ -349,7 +409,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	n.root.stats.setattr.Add(0)
 	p, done := n.holdPath()
 	defer done()
-	req := wire.SetAttrReq{Share: n.root.opts.Share, Path: p}
+	req := wire.SetAttrReq{Path: p}
 	if m, ok := in.GetMode(); ok {
 		req.Valid |= wire.SetMode
 		req.Mode = m & 0o7777
@@ -357,7 +417,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if sz, ok := in.GetSize(); ok {
 		req.Valid |= wire.SetSize
 		req.Size = sz
-		n.wb.Truncate(int64(sz))
+		n.fileOf().wb.Truncate(int64(sz))
 	}
 	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && req.Valid&wire.SetMode == 0 {
 		// A truncate by a process without CAP_FSETID (HANDLE_KILLPRIV_V2, killpriv.go).
@@ -401,7 +461,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	if req.Valid&wire.SetSize != 0 {
 		n.mu.Lock()
-		n.localSize = int64(req.Size)
+		n.fileOf().localSize = int64(req.Size)
 		n.mu.Unlock()
 		n.root.forgetContent(p)
 		n.truncatePass(int64(req.Size))

@@ -184,9 +184,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	child.ownVersion(version(&e))
 	if flags&syscall.O_TRUNC != 0 {
 		child.mu.Lock()
-		child.localSize = 0
+		child.fileOf().localSize = 0
 		child.mu.Unlock()
-		child.wb.Truncate(0)
+		child.fileOf().wb.Truncate(0)
 		n.root.forgetContent(p)
 	}
 	if errno := child.reserveOpen(); errno != 0 {
@@ -360,38 +360,45 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if movedNode != nil {
 		movedNode.mu.Lock()
-		movedNode.movedFrom, movedNode.movedTo = from, to
+		rn := movedNode.renames()
+		rn.movedFrom, rn.movedTo = from, to
 		movedNode.mu.Unlock()
 	}
-	now := time.Now().UnixNano()
 	if wf == wire.RenameExchange {
 		n.root.replica.Exchange(from, to)
 	} else {
-		// As a local file system shows at once: both directories' times, their link counts
-		// when a directory moved between them or one was replaced, and the ctime of what
-		// moved and of a multiply linked file that lost this name.
-		var out, in int
-		if movedKnown && moved.IsDir() && n != np {
-			out, in = -1, +1
-		}
-		if replacedKnown && replaced.IsDir() {
-			in--
-		}
-		if replacedKnown && !replaced.IsDir() && replaced.Nlink > 1 && (!movedKnown || replaced.Ino != moved.Ino) {
-			n.root.replica.SetLinks(replaced.Ino, replaced.Nlink-1, now)
-		}
-		n.root.replica.Rename(from, to)
-		n.root.replica.Touched(to, now)
-		n.dirChanged(out, now)
-		if np != n {
-			np.dirChanged(in, now)
-		} else if in != 0 {
-			n.dirChanged(in, now)
-		}
+		n.showRename(np, from, to, moved, movedKnown, replaced, replacedKnown)
 	}
 	n.root.forgetContent(from)
 	n.root.forgetContent(to)
 	return 0
+}
+
+// showRename shows in the replica what the owner did for a rename of from in n to to in np, as a
+// local file system shows it at once: both directories' times, their link counts when a
+// directory moved between them or one was replaced, and the ctime of what moved and of a
+// multiply linked file that lost this name. moved and replaced are the replica's entries of
+// from and to before the rename, if it knew them.
+func (n *Node) showRename(np *Node, from, to string, moved wire.Entry, movedKnown bool, replaced wire.Entry, replacedKnown bool) {
+	now := time.Now().UnixNano()
+	var out, in int
+	if movedKnown && moved.IsDir() && n != np {
+		out, in = -1, +1
+	}
+	if replacedKnown && replaced.IsDir() {
+		in--
+	}
+	if replacedKnown && !replaced.IsDir() && replaced.Nlink > 1 && (!movedKnown || replaced.Ino != moved.Ino) {
+		n.root.replica.SetLinks(replaced.Ino, replaced.Nlink-1, now)
+	}
+	n.root.replica.Rename(from, to)
+	n.root.replica.Touched(to, now)
+	n.dirChanged(out, now)
+	if np != n {
+		np.dirChanged(in, now)
+	} else if in != 0 {
+		n.dirChanged(in, now)
+	}
 }
 
 // dirChanged records that this mount changed the names in directory n at atNs (the new
@@ -415,7 +422,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 	}
 	nlink := cn.links(p)
 	cn.mu.Lock()
-	open := cn.opens > 0 && nlink <= 1 && cn.hidden == ""
+	open := cn.opens > 0 && nlink <= 1 && cn.hiddenName() == ""
 	cn.mu.Unlock()
 	if !open {
 		return false, 0
@@ -432,7 +439,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 	if closed {
 		cn.gone = true
 	} else {
-		cn.hidden = hidden
+		cn.renames().hidden = hidden
 	}
 	cn.mu.Unlock()
 	if closed {
@@ -449,7 +456,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 // node last showed the kernel may predate the removal of its other names through this mount.
 func (n *Node) links(p string) uint32 {
 	n.mu.Lock()
-	nlink := n.last.Nlink
+	nlink := n.nlink
 	n.mu.Unlock()
 	if e, ok := n.root.replica.Stat(p); ok {
 		nlink = e.Nlink
@@ -461,7 +468,7 @@ func (n *Node) links(p string) uint32 {
 // that raced the removal starts over (reserveOpen).
 func (n *Node) deleted() {
 	n.mu.Lock()
-	if n.hidden == "" { // else its last close deletes it (Release)
+	if n.hiddenName() == "" { // else its last close deletes it (Release)
 		n.gone = true
 	}
 	n.mu.Unlock()

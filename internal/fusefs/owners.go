@@ -150,7 +150,7 @@ func (n *Node) giveToCaller(ctx context.Context, p string, e *wire.Entry) {
 		return
 	}
 	caller, _ := fuse.FromContext(ctx)
-	req := wire.SetAttrReq{Share: n.root.opts.Share, Path: p, Valid: wire.SetUID | wire.SetGID}
+	req := wire.SetAttrReq{Path: p, Valid: wire.SetUID | wire.SetGID}
 	req.UID, req.GID = n.root.ownerIDs(caller.Uid, caller.Gid)
 	if dir, err := n.entry(ctx); err == nil && dir.Mode&syscall.S_ISGID != 0 {
 		req.Valid &^= wire.SetGID

@@ -66,19 +66,23 @@ type echo struct {
 
 func echoOf(e *wire.Entry) echo { return echo{e.State(), e.Ino} }
 
-// recent keeps the last ownVersions values added.
+// recent keeps the last ownVersions values added. Its slots are allocated at the first add:
+// only a file this mount writes or truncates has any.
 type recent[T comparable] struct {
-	v [ownVersions]T
+	v []T
 	n int
 }
 
 func (r *recent[T]) add(x T) {
+	if r.v == nil {
+		r.v = make([]T, ownVersions)
+	}
 	r.v[r.n%ownVersions] = x
 	r.n++
 }
 
 func (r *recent[T]) has(x T) bool {
-	return slices.Contains(r.v[:min(r.n, ownVersions)], x)
+	return slices.Contains(r.v[:min(r.n, len(r.v))], x)
 }
 
 const (
@@ -94,9 +98,10 @@ const (
 // openPages returns the open flags for an open that sees version v: keep the kernel's pages
 // if they hold v, else empty them.
 func (n *Node) openPages(v cache.Version) uint32 {
+	f := n.fileOf()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ps := &n.pages
+	ps := &f.pages
 	keep := !ps.drop && (!ps.known || ps.ver == v)
 	if !keep || !ps.known {
 		ps.read.reset()
@@ -111,8 +116,9 @@ func (n *Node) openPages(v cache.Version) uint32 {
 // readPages records that the kernel received [off, end) of version v in a READ reply for its
 // page cache.
 func (n *Node) readPages(v cache.Version, off, end int64) {
+	f := n.fileOf()
 	n.mu.Lock()
-	if ps := &n.pages; ps.known && !ps.drop && ps.ver == v {
+	if ps := &f.pages; ps.known && !ps.drop && ps.ver == v {
 		ps.read.add(off, end)
 	}
 	n.mu.Unlock()
@@ -124,9 +130,10 @@ func (n *Node) readPages(v cache.Version, off, end int64) {
 // first make the kernel empty them (a tenth of a second per gigabyte; go-fuse clears
 // FOPEN_KEEP_CACHE on passthrough opens).
 func (n *Node) pagesWhole(v cache.Version) bool {
+	f := n.fileOf()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ps := &n.pages
+	ps := &f.pages
 	return ps.known && !ps.drop && ps.ver == v && ps.read.covers(v.Size)
 }
 
@@ -134,9 +141,10 @@ func (n *Node) pagesWhole(v cache.Version) bool {
 // pages PagesIdle later: the chunk cache holds the file too, and passthrough reads it from
 // there as fast as a local file, so the kernel need not keep two copies.
 func (n *Node) idlePages() {
+	f := n.fileOf()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ps := &n.pages
+	ps := &f.pages
 	if n.opens > 0 || !ps.known || ps.drop || !ps.read.covers(ps.ver.Size) {
 		return
 	}
@@ -150,8 +158,9 @@ func (n *Node) idlePages() {
 // dropIdlePages empties the kernel's pages of a file still closed, in the background of any
 // open: the next open uses passthrough.
 func (n *Node) dropIdlePages() {
+	f := n.fileOf()
 	n.mu.Lock()
-	ps := &n.pages
+	ps := &f.pages
 	idle := n.opens == 0 && ps.known && !ps.drop
 	if idle {
 		ps.known = false
@@ -165,17 +174,22 @@ func (n *Node) dropIdlePages() {
 
 // pagesHold reports whether the kernel's pages are known to hold version v.
 func (n *Node) pagesHold(v cache.Version) bool {
+	f := n.file.Load()
+	if f == nil {
+		return false // never opened: the kernel has no pages of it
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ps := &n.pages
+	ps := &f.pages
 	return ps.known && ps.ver == v || ps.own.has(v)
 }
 
 // ownVersion records that an operation of this mount left the file at version v, so that
 // the owner's event for it, arriving late, is known for an echo.
 func (n *Node) ownVersion(v cache.Version) {
+	f := n.fileOf()
 	n.mu.Lock()
-	n.pages.own.add(v)
+	f.pages.own.add(v)
 	n.mu.Unlock()
 }
 
@@ -183,8 +197,9 @@ func (n *Node) ownVersion(v cache.Version) {
 // having found it in a state this mount knew or made: the change event for e is an echo.
 // After a change made elsewhere lately, none is recorded (as flushed trusts no flush then).
 func (n *Node) wroteState(e *wire.Entry) {
+	f := n.fileOf()
 	n.mu.Lock()
-	ps := &n.pages
+	ps := &f.pages
 	if !ps.elsewhere.IsZero() && time.Since(ps.elsewhere) < sharedWrites {
 		n.mu.Unlock()
 		return
@@ -198,9 +213,13 @@ func (n *Node) wroteState(e *wire.Entry) {
 
 // isEcho reports whether e is a state this mount's own WRITEs left the file in.
 func (n *Node) isEcho(e *wire.Entry) bool {
+	f := n.file.Load()
+	if f == nil {
+		return false // never written here
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.pages.echoes.has(echoOf(e))
+	return f.pages.echoes.has(echoOf(e))
 }
 
 // eventDuringFlush holds back a change event of the file that arrives while a flush of it
@@ -208,9 +227,13 @@ func (n *Node) isEcho(e *wire.Entry) bool {
 // describes a file just after a WRITE and before its reply went out, so the event overtakes
 // the reply that makes it an echo. The flush's end looks at it again (flushDone).
 func (n *Node) eventDuringFlush(ev wire.Event) bool {
+	f := n.file.Load()
+	if f == nil {
+		return false // no flush ever ran
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ps := &n.pages
+	ps := &f.pages
 	if ps.flushing == 0 {
 		return false
 	}
@@ -228,14 +251,16 @@ func (n *Node) eventDuringFlush(ev wire.Event) bool {
 // back meanwhile that still name no echo, from another goroutine (a flush runs inside FUSE
 // operations, where notifying the kernel can deadlock).
 func (n *Node) flushStart() {
+	f := n.fileOf()
 	n.mu.Lock()
-	n.pages.flushing++
+	f.pages.flushing++
 	n.mu.Unlock()
 }
 
 func (n *Node) flushDone() {
+	f := n.fileOf()
 	n.mu.Lock()
-	ps := &n.pages
+	ps := &f.pages
 	ps.flushing--
 	var foreign []wire.Event
 	if ps.flushing == 0 {
@@ -252,10 +277,11 @@ func (n *Node) flushDone() {
 // pages do not hold and this mount did not write: the caller has told the kernel to drop
 // them.
 func (n *Node) changedElsewhere() {
+	f := n.fileOf()
 	n.mu.Lock()
-	n.pages.known = false
-	n.pages.read.reset()
-	n.pages.elsewhere = time.Now()
+	f.pages.known = false
+	f.pages.read.reset()
+	f.pages.elsewhere = time.Now()
 	n.mu.Unlock()
 }
 
@@ -265,6 +291,7 @@ func (n *Node) changedElsewhere() {
 // before or as one of this flush's WRITEs left it; otherwise, or when the file was changed
 // elsewhere lately, the pages go, and foreign is true.
 func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, posts []wire.Entry, last *wire.Entry) (foreign bool) {
+	f := n.fileOf()
 	ours := map[wire.FileState]bool{before.State(): known}
 	for i := range posts {
 		ours[posts[i].State()] = true
@@ -276,7 +303,7 @@ func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, po
 		}
 	}
 	n.mu.Lock()
-	ps := &n.pages
+	ps := &f.pages
 	if ps.known && ps.ver != version(before) {
 		foreign = true // the pages were older than what the flush started from
 	}
@@ -303,6 +330,7 @@ func (n *Node) flushed(known bool, before *wire.Entry, pres []wire.FileState, po
 // applied a truncate to its own pages; a chmod or utime, sameContents, leaves the contents
 // alone, and then after inherits before's inline contents); otherwise the pages go.
 func (n *Node) changedHere(known bool, before *wire.Entry, pre wire.FileState, after *wire.Entry, sameContents bool) {
+	f := n.fileOf()
 	if !known || pre != before.State() {
 		n.dropKernelPages()
 		return
@@ -311,7 +339,7 @@ func (n *Node) changedHere(known bool, before *wire.Entry, pre wire.FileState, a
 		after.Data, after.HasData = before.Data, true
 	}
 	n.mu.Lock()
-	ps := &n.pages
+	ps := &f.pages
 	if ps.known && ps.ver == version(before) {
 		ps.ver = version(after)
 		ps.own.add(ps.ver)
@@ -324,9 +352,10 @@ func (n *Node) changedHere(known bool, before *wire.Entry, pre wire.FileState, a
 // another goroutine, since a notification from inside a FUSE operation can deadlock), and at
 // the next open in any case (an open without FOPEN_KEEP_CACHE empties the page cache).
 func (n *Node) dropKernelPages() {
+	f := n.fileOf()
 	n.mu.Lock()
-	n.pages.known, n.pages.drop = false, true
-	n.pages.read.reset()
+	f.pages.known, f.pages.drop = false, true
+	f.pages.read.reset()
 	n.mu.Unlock()
 	go n.dropPagesNow()
 }

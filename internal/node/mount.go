@@ -112,45 +112,21 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, api.Errorf(api.CodeInternal, "/dev/fuse is missing: load the fuse module (modprobe fuse) or install fuse3")
 	}
-	p, sess, u, err := n.use(ctx, a.Peer)
+	mapIDs, err := idmap(&a)
 	if err != nil {
 		return nil, err
 	}
-	mapIDs := true
-	switch a.Idmap {
-	case "", "user":
-		a.Idmap = "user"
-	case "none":
-		mapIDs = false
-	default:
-		u.done()
-		return nil, api.Errorf(api.CodeInvalid, "--idmap %q: use user (the owner's files show as yours) or none (IDs as the owner numbers them)", a.Idmap)
-	}
-	// The share must exist for us before anything is mounted. Its folder's owner and group
-	// are taken for the owner's own (fusefs/owners.go).
-	top, err := (remote.Peer{S: sess}).Stat(ctx, a.Share, "")
-	u.done()
+	p, top, err := n.shareTop(ctx, a.Peer, a.Share)
 	if err != nil {
-		return nil, apiError(err, "mount "+a.Peer+":"+a.Share)
+		return nil, err
 	}
 	st, err := n.store()
 	if err != nil {
 		return nil, err
 	}
-	n.mounts.mu.Lock()
-	if n.mounts.byDir == nil {
-		n.mounts.byDir = map[string]*mount{}
-	}
-	if _, busy := n.mounts.byDir[a.Dir]; busy {
-		n.mounts.mu.Unlock()
-		return nil, api.Errorf(api.CodeInvalid, "%s is already a peerfs mount: unmount it first", a.Dir)
-	}
-	n.mounts.byDir[a.Dir] = nil // reserved while mounting
-	n.mounts.mu.Unlock()
-	release := func() {
-		n.mounts.mu.Lock()
-		delete(n.mounts.byDir, a.Dir)
-		n.mounts.mu.Unlock()
+	release, err := n.reserveDir(a.Dir)
+	if err != nil {
+		return nil, err
 	}
 	if remember {
 		if err := config.RememberMount(n.paths, configMount(a)); err != nil {
@@ -163,9 +139,8 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if a.WaitSeconds > 0 {
 		wait = time.Duration(a.WaitSeconds) * time.Second
 	}
-	owner := &mountOwner{p: p, share: a.Share, wait: wait}
 	root := fusefs.New(fusefs.Options{
-		Peer: a.Peer, Share: a.Share, Owner: owner, Cache: st,
+		Peer: a.Peer, Share: a.Share, Owner: remote.NewShare(mountLink{p: p, wait: wait}, a.Share), Cache: st,
 		Blksize: a.Blksize, Inline: uint32(a.Inline), Passthrough: !a.NoPassthrough,
 		Readahead: a.Readahead, KernelReadahead: a.KernelReadahead, ReadsInFlight: a.ReadsInFlight,
 		WritesInFlight: a.WritesInFlight, Piece: a.Piece,
@@ -196,7 +171,7 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	n.mounts.mu.Lock()
 	n.mounts.byDir[a.Dir] = m
 	n.mounts.mu.Unlock()
-	go n.watchLoop(wctx, m, owner)
+	go n.watchLoop(wctx, m, p, a.Share)
 	// Return once the event subscription is up (the link is), so that every change made
 	// on the owner after the mount command returns is reported.
 	select {
@@ -205,27 +180,78 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 		n.log.Info("change events not flowing yet; the mount learns of changes once they do", "dir", a.Dir)
 	case <-ctx.Done():
 	}
-	go func() {
-		srv.Wait() // returns on unmount, also by fusermount3 -u
-		cancel()
-		// Unmounted by the user (peerfs unmount, fusermount3 -u): forget it. Unmounted
-		// because the daemon stops: keep it, to mount it again at the next start.
-		n.mounts.mu.Lock()
-		keep := n.mounts.stopping || n.alone
-		n.mounts.mu.Unlock()
-		if !keep {
-			n.forget(a.Dir)
-		}
-		n.mounts.mu.Lock()
-		if n.mounts.byDir[a.Dir] == m {
-			delete(n.mounts.byDir, a.Dir)
-		}
-		n.mounts.mu.Unlock()
-		close(m.done)
-		n.log.Info("unmounted", "dir", a.Dir)
-	}()
+	go n.unmounted(m)
 	n.log.Info("mounted", "peer", a.Peer, "share", a.Share, "dir", a.Dir)
 	return m, nil
+}
+
+// shareTop returns the peer and the attributes of the top of its share: the share must exist
+// for us before anything is mounted, and its folder's owner and group are taken for the
+// owner's own (fusefs/owners.go).
+func (n *Node) shareTop(ctx context.Context, peer, share string) (*peer, wire.Entry, error) {
+	p, sess, u, err := n.use(ctx, peer)
+	if err != nil {
+		return nil, wire.Entry{}, err
+	}
+	defer u.done()
+	top, err := (remote.Peer{S: sess}).Stat(ctx, share, "")
+	if err != nil {
+		return nil, wire.Entry{}, apiError(err, "mount "+peer+":"+share)
+	}
+	return p, top, nil
+}
+
+// reserveDir records dir as being mounted, unless a mount has it; release undoes that.
+func (n *Node) reserveDir(dir string) (release func(), err error) {
+	n.mounts.mu.Lock()
+	defer n.mounts.mu.Unlock()
+	if n.mounts.byDir == nil {
+		n.mounts.byDir = map[string]*mount{}
+	}
+	if _, busy := n.mounts.byDir[dir]; busy {
+		return nil, api.Errorf(api.CodeInvalid, "%s is already a peerfs mount: unmount it first", dir)
+	}
+	n.mounts.byDir[dir] = nil // reserved while mounting
+	return func() {
+		n.mounts.mu.Lock()
+		delete(n.mounts.byDir, dir)
+		n.mounts.mu.Unlock()
+	}, nil
+}
+
+// idmap checks a.Idmap, filling in its default, and reports whether the owner's IDs are
+// shown as the mounting user's.
+func idmap(a *api.MountParams) (bool, error) {
+	switch a.Idmap {
+	case "", "user":
+		a.Idmap = "user"
+		return true, nil
+	case "none":
+		return false, nil
+	}
+	return false, api.Errorf(api.CodeInvalid, "--idmap %q: use user (the owner's files show as yours) or none (IDs as the owner numbers them)", a.Idmap)
+}
+
+// unmounted waits for m's server to end (an unmount, also by fusermount3 -u) and forgets m.
+func (n *Node) unmounted(m *mount) {
+	m.srv.Wait()
+	m.cancel()
+	dir := m.info.Dir
+	// Unmounted by the user (peerfs unmount, fusermount3 -u): forget it. Unmounted because
+	// the daemon stops: keep it, to mount it again at the next start.
+	n.mounts.mu.Lock()
+	keep := n.mounts.stopping || n.alone
+	n.mounts.mu.Unlock()
+	if !keep {
+		n.forget(dir)
+	}
+	n.mounts.mu.Lock()
+	if n.mounts.byDir[dir] == m {
+		delete(n.mounts.byDir, dir)
+	}
+	n.mounts.mu.Unlock()
+	close(m.done)
+	n.log.Info("unmounted", "dir", dir)
 }
 
 // checkMountPoint makes sure dir can take a mount: an existing empty directory that is not
@@ -331,7 +357,8 @@ func (n *Node) Stats(ctx context.Context, a api.UnmountParams) (*api.StatsResult
 	rep := m.root.Stats()
 	res := &api.StatsResult{Mount: m.info, Ops: []api.OpStats{}, Counters: rep.Counters}
 	for _, o := range rep.Ops {
-		res.Ops = append(res.Ops, api.OpStats{Name: o.Name, Calls: o.Calls, Bytes: o.Bytes, Min: o.Min, Avg: o.Avg, Max: o.Max})
+		res.Ops = append(res.Ops, api.OpStats{Name: o.Name, Calls: o.Calls, Bytes: o.Bytes, Min: o.Min, Avg: o.Avg, Max: o.Max,
+			TotalMs: o.Millis})
 	}
 	return res, nil
 }
@@ -369,10 +396,10 @@ func (n *Node) unmountAll() {
 
 // watchLoop keeps a change-event subscription to the mounted share and applies the events.
 // After a lost link it resubscribes and tells the mount to rescan, since events were missed.
-func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
+func (n *Node) watchLoop(ctx context.Context, m *mount, p *peer, share string) {
 	missed := false
 	for ctx.Err() == nil {
-		sess, err := o.p.session(ctx, time.Hour)
+		sess, err := p.session(ctx, time.Hour)
 		if err != nil {
 			// A refusal comes back at once: do not ask again in a tight loop.
 			select {
@@ -381,7 +408,7 @@ func (n *Node) watchLoop(ctx context.Context, m *mount, o *mountOwner) {
 			}
 			continue
 		}
-		sub, err := (remote.Peer{S: sess}).Watch(ctx, o.share)
+		sub, err := (remote.Peer{S: sess}).Watch(ctx, share)
 		if err != nil {
 			m.watchOnce.Do(func() { close(m.watching) }) // Mount waits no longer for it
 			if ctx.Err() == nil {

@@ -170,6 +170,9 @@ func TestMountStatsAndBlksize(t *testing.T) {
 			if o.Bytes != 8<<20 || o.Avg < 128<<10 {
 				t.Fatalf("write stats %+v: cp should write in large requests", o)
 			}
+			if o.TotalMs <= 0 {
+				t.Fatalf("write stats %+v: no time for %d calls", o, o.Calls)
+			}
 			return
 		}
 	}

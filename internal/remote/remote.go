@@ -1,6 +1,7 @@
 // Package remote makes typed calls to a peer's shares over an rpc.Session: it encodes requests,
-// decodes replies and turns ERROR frames into errors callers can branch on. It holds no state
-// beyond the session; the direct transfer (internal/transfer) and the node use it.
+// decodes replies and turns ERROR frames into errors callers can branch on. Peer holds no state
+// beyond the session; the direct transfer (internal/transfer) and the node use it. Share is a
+// mount's seam to one share: each call takes the link from a Linker the node provides.
 package remote
 
 import (
@@ -257,17 +258,7 @@ func (p Peer) callEntry(ctx context.Context, op wire.Op, body []byte) (wire.Entr
 // saw them when the stream started.
 func (p Peer) Get(ctx context.Context, share, path string, offset uint64, window uint32) (wire.Entry, *rpc.InStream, error) {
 	req := wire.GetReq{Share: share, Path: path, Offset: offset, Window: window}
-	head, in, err := p.S.OpenInStream(ctx, wire.OpGet, req.AppendTo(nil), window)
-	if err != nil {
-		return wire.Entry{}, nil, err
-	}
-	defer head.Release()
-	var e wire.Entry
-	if err := e.Decode(head.Payload()); err != nil {
-		in.Close()
-		return wire.Entry{}, nil, fmt.Errorf("GET head: %w", err)
-	}
-	return e, in, nil
+	return p.openIn(ctx, wire.OpGet, req.AppendTo(nil), window)
 }
 
 // Put opens a PUT stream and returns the offset the owner already holds (resume) and the stream.
@@ -307,7 +298,12 @@ func (p Peer) Read(ctx context.Context, share, path string, off uint64, dst []by
 // the file's attributes as the owner saw them when the stream started.
 func (p Peer) Stream(ctx context.Context, share, path string, off, length uint64, window uint32) (wire.Entry, *rpc.InStream, error) {
 	req := wire.StreamReq{Share: share, Path: path, Offset: off, Length: length, Window: window}
-	head, in, err := p.S.OpenInStream(ctx, wire.OpStream, req.AppendTo(nil), window)
+	return p.openIn(ctx, wire.OpStream, req.AppendTo(nil), window)
+}
+
+// openIn opens a stream the owner pushes (GET, STREAM), whose head is the file's Entry.
+func (p Peer) openIn(ctx context.Context, op wire.Op, body []byte, window uint32) (wire.Entry, *rpc.InStream, error) {
+	head, in, err := p.S.OpenInStream(ctx, op, body, window)
 	if err != nil {
 		return wire.Entry{}, nil, err
 	}
@@ -315,7 +311,7 @@ func (p Peer) Stream(ctx context.Context, share, path string, off, length uint64
 	var e wire.Entry
 	if err := e.Decode(head.Payload()); err != nil {
 		in.Close()
-		return wire.Entry{}, nil, fmt.Errorf("STREAM head: %w", err)
+		return wire.Entry{}, nil, fmt.Errorf("%v head: %w", op, err)
 	}
 	return e, in, nil
 }

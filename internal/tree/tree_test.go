@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,5 +187,20 @@ func TestReplicaOwnChanges(t *testing.T) {
 	r.Touched("a", 50)
 	if e, _ := r.Stat("a"); e.CtimeNs != 50 || !e.HasData {
 		t.Fatalf("a after a rename: %+v", e)
+	}
+}
+
+// A listing comes sorted by name, with each entry's type and inode number.
+func TestEntriesSortedSmall(t *testing.T) {
+	r := New()
+	r.SetDir("d", []wire.Entry{
+		{Name: "b", Mode: wire.ModeDir | 0o755, Ino: 2},
+		{Name: "c", Mode: wire.ModeSymlink | 0o777, Ino: 3, Target: "b"},
+		{Name: "a", Mode: wire.ModeRegular | 0o644, Ino: 1, Data: []byte("x"), HasData: true},
+	})
+	got, ok := r.Entries("d")
+	want := []DirEntry{{"a", wire.ModeRegular | 0o644, 1}, {"b", wire.ModeDir | 0o755, 2}, {"c", wire.ModeSymlink | 0o777, 3}}
+	if !ok || !slices.Equal(got, want) {
+		t.Fatalf("Entries = %v, %v; want %v", got, ok, want)
 	}
 }

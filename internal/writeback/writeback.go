@@ -114,7 +114,7 @@ func (f *File) Dirty() int64 {
 	return f.dirty
 }
 
-// Full returns the bytes waiting in full extents, which FlushFull would send.
+// Full returns the bytes waiting in full extents, which a Flush with FullOnly would send.
 func (f *File) Full() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -161,41 +161,69 @@ func (f *File) Err() error {
 // SendFunc writes one piece to the owner.
 type SendFunc func(ctx context.Context, off int64, data []byte) error
 
-// Flush sends all dirty data in offset order, up to InFlight pieces of at most MaxPiece at
-// once, and waits for all. On failure the unsent and failed data stays dirty (so a later
-// flush may retry) and the first error is returned. Flushes of one File are serialised.
-func (f *File) Flush(ctx context.Context, send SendFunc) error {
-	return f.FlushWith(ctx, MaxPiece, InFlight, send)
+// FlushOptions shape a Flush; the zero value sends all dirty data in pieces of MaxPiece,
+// InFlight at once.
+type FlushOptions struct {
+	Piece    int // bytes per piece, 4 KiB to MaxPiece (0: MaxPiece)
+	InFlight int // pieces sent at once (0: InFlight)
+	// FullOnly sends only the extents that are full (MaxPiece bytes or more): a flush in the
+	// background sends those while a sequential writer keeps filling the last one, so pieces
+	// stay whole and aligned.
+	FullOnly bool
+	// First, if set, sends the first piece (the lowest) alone, before any other: a file
+	// that exists only on this side so far is created on the owner with its first data, and
+	// the other pieces find it there. Without dirty data it is not called.
+	First SendFunc
 }
 
-// FlushWith is Flush with pieces of at most pieceSize bytes (at most MaxPiece), inFlight at
-// once.
-func (f *File) FlushWith(ctx context.Context, pieceSize, inFlight int, send SendFunc) error {
-	return f.flush(ctx, pieceSize, inFlight, false, nil, send)
+type piece struct {
+	off  int64
+	data []byte
 }
 
-// FlushFirst is FlushWith, or FlushFull with fullOnly, that sends the first piece (the
-// lowest) through first, alone, before any other: a file that exists only on this side so
-// far is created on the owner with its first data, and the other pieces find it there.
-// Without dirty data first is not called.
-func (f *File) FlushFirst(ctx context.Context, pieceSize, inFlight int, fullOnly bool, first, send SendFunc) error {
-	return f.flush(ctx, pieceSize, inFlight, fullOnly, first, send)
-}
-
-// FlushFull is FlushWith for the extents that are full (MaxPiece bytes or more): a flush in
-// the background sends those while a sequential writer keeps filling the last one, so
-// pieces stay whole and aligned.
-func (f *File) FlushFull(ctx context.Context, pieceSize, inFlight int, send SendFunc) error {
-	return f.flush(ctx, pieceSize, inFlight, true, nil, send)
-}
-
-func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool, first, send SendFunc) error {
-	pieceSize = min(max(pieceSize, 4<<10), MaxPiece)
-	inFlight = max(inFlight, 1)
+// Flush sends the dirty data in offset order, o.InFlight pieces at once, and waits for all.
+// On failure the unsent and failed data stays dirty (so a later flush may retry) and the
+// first error is returned; without one, the error an earlier background flush recorded
+// (Fail). Flushes of one File are serialised.
+func (f *File) Flush(ctx context.Context, o FlushOptions, send SendFunc) error {
+	if o.Piece <= 0 {
+		o.Piece = MaxPiece
+	}
+	o.Piece = min(max(o.Piece, 4<<10), MaxPiece)
+	if o.InFlight <= 0 {
+		o.InFlight = InFlight
+	}
 	f.flushMu.Lock()
 	defer f.flushMu.Unlock()
+	exts, pending := f.take(o.FullOnly)
+	if len(exts) == 0 {
+		return pending
+	}
+	sort.Slice(exts, func(i, j int) bool { return exts[i].off < exts[j].off })
+	var pieces []piece
+	for _, e := range exts {
+		for p := int64(0); p < int64(len(e.data)); p += int64(o.Piece) {
+			pieces = append(pieces, piece{e.off + p, e.data[p:min(p+int64(o.Piece), int64(len(e.data)))]})
+		}
+	}
+	failed, err := sendPieces(ctx, pieces, o, send)
+	if err != nil {
+		f.keep(failed)
+	}
+	for _, e := range exts {
+		putBlock(e.data)
+	}
+	if err != nil {
+		return err
+	}
+	return pending
+}
+
+// take removes the extents a flush sends (all, or the full ones) from the dirty set, and
+// returns them with the error of an earlier background flush, which it clears.
+func (f *File) take(fullOnly bool) (exts []extent, pending error) {
 	f.mu.Lock()
-	var exts []extent
+	defer f.mu.Unlock()
 	if fullOnly {
 		keep := f.extents[:0:0]
 		for _, e := range f.extents {
@@ -211,36 +239,22 @@ func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool
 		exts = f.extents
 		f.extents, f.dirty = nil, 0
 	}
-	pending := f.err
-	f.err = nil
-	f.mu.Unlock()
-	if len(exts) == 0 {
-		return pending
-	}
-	sort.Slice(exts, func(i, j int) bool { return exts[i].off < exts[j].off })
+	pending, f.err = f.err, nil
+	return exts, pending
+}
 
-	type piece struct {
-		off  int64
-		data []byte
-	}
-	var pieces []piece
-	for _, e := range exts {
-		for p := int64(0); p < int64(len(e.data)); p += int64(pieceSize) {
-			pieces = append(pieces, piece{e.off + p, e.data[p:min(p+int64(pieceSize), int64(len(e.data)))]})
+// sendPieces sends pieces (o.First the first, alone), o.InFlight at once, and returns the
+// first error with the pieces not sent.
+func sendPieces(ctx context.Context, pieces []piece, o FlushOptions, send SendFunc) (failed []piece, firstErr error) {
+	if o.First != nil {
+		if err := o.First(ctx, pieces[0].off, pieces[0].data); err != nil {
+			return pieces, err
 		}
+		pieces = pieces[1:]
 	}
-	sem := make(chan struct{}, inFlight)
+	sem := make(chan struct{}, o.InFlight)
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
-	var firstErr error
-	var failed []piece
-	if first != nil {
-		if err := first(ctx, pieces[0].off, pieces[0].data); err != nil {
-			firstErr, failed, pieces = err, pieces, nil
-		} else {
-			pieces = pieces[1:]
-		}
-	}
 	for _, pc := range pieces {
 		sem <- struct{}{}
 		// After a failure the rest stays dirty unsent: the owner is gone or refuses, and
@@ -269,27 +283,22 @@ func (f *File) flush(ctx context.Context, pieceSize, inFlight int, fullOnly bool
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		// Keep what failed dirty, under anything written since.
-		f.mu.Lock()
-		newer := f.extents
-		f.extents, f.dirty = nil, 0
-		f.mu.Unlock()
-		for _, pc := range failed {
-			f.Write(pc.data, pc.off)
-		}
-		for _, e := range newer {
-			f.Write(e.data, e.off)
-			putBlock(e.data)
-		}
+	return failed, firstErr
+}
+
+// keep makes the pieces a flush failed to send dirty again, under anything written since.
+func (f *File) keep(failed []piece) {
+	f.mu.Lock()
+	newer := f.extents
+	f.extents, f.dirty = nil, 0
+	f.mu.Unlock()
+	for _, pc := range failed {
+		f.Write(pc.data, pc.off)
 	}
-	for _, e := range exts {
+	for _, e := range newer {
+		f.Write(e.data, e.off)
 		putBlock(e.data)
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	return pending
 }
 
 // Fail records an error to report at the next Err or Flush (a background flush failed).

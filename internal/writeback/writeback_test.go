@@ -48,12 +48,12 @@ func TestRandomWritesMatchAFile(t *testing.T) {
 		copy(want[off:], p)
 		f.Write(p, int64(off))
 		if i%500 == 499 {
-			if err := f.Flush(context.Background(), o.send); err != nil {
+			if err := f.Flush(context.Background(), FlushOptions{}, o.send); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := f.Flush(context.Background(), o.send); err != nil {
+	if err := f.Flush(context.Background(), FlushOptions{}, o.send); err != nil {
 		t.Fatal(err)
 	}
 	if f.Dirty() != 0 {
@@ -78,7 +78,7 @@ func TestSequentialWritesBatchIntoLargePieces(t *testing.T) {
 	if f.Dirty() != 8<<20 {
 		t.Fatalf("dirty %d", f.Dirty())
 	}
-	if err := f.Flush(context.Background(), o.send); err != nil {
+	if err := f.Flush(context.Background(), FlushOptions{}, o.send); err != nil {
 		t.Fatal(err)
 	}
 	if o.calls != 8 {
@@ -96,14 +96,14 @@ func TestFlushErrorKeepsDataAndIsReported(t *testing.T) {
 		return nil
 	}}
 	f.Write(make([]byte, 3<<20), 0)
-	if err := f.Flush(context.Background(), o.send); !errors.Is(err, full) {
+	if err := f.Flush(context.Background(), FlushOptions{}, o.send); !errors.Is(err, full) {
 		t.Fatalf("flush error %v", err)
 	}
 	if f.Dirty() != 2<<20 {
 		t.Fatalf("after a failed flush %d bytes dirty, want the 2 MiB that failed", f.Dirty())
 	}
 	o.fail = nil
-	if err := f.Flush(context.Background(), o.send); err != nil {
+	if err := f.Flush(context.Background(), FlushOptions{}, o.send); err != nil {
 		t.Fatal(err)
 	}
 	f.Fail(full)
@@ -124,7 +124,7 @@ func TestTruncateDropsDirtyTail(t *testing.T) {
 	if f.Dirty() != 50 {
 		t.Fatalf("dirty %d", f.Dirty())
 	}
-	f.Flush(context.Background(), o.send)
+	f.Flush(context.Background(), FlushOptions{}, o.send)
 	if len(o.data) != 50 {
 		t.Fatalf("owner got %d bytes", len(o.data))
 	}
@@ -138,7 +138,7 @@ func TestFlushStopsAtTheFirstFailure(t *testing.T) {
 	gone := errors.New("owner gone")
 	o := owner{fail: func(off int64) error { tries++; return gone }}
 	f.Write(make([]byte, 10<<20), 0)
-	if err := f.FlushWith(context.Background(), MaxPiece, 1, o.send); !errors.Is(err, gone) {
+	if err := f.Flush(context.Background(), FlushOptions{InFlight: 1}, o.send); !errors.Is(err, gone) {
 		t.Fatalf("flush error %v", err)
 	}
 	if tries != 1 {
@@ -148,13 +148,14 @@ func TestFlushStopsAtTheFirstFailure(t *testing.T) {
 		t.Fatalf("%d bytes dirty after the failure, want all 10 MiB", f.Dirty())
 	}
 	o.fail = nil
-	if err := f.Flush(context.Background(), o.send); err != nil || len(o.data) != 10<<20 || f.Dirty() != 0 {
+	if err := f.Flush(context.Background(), FlushOptions{}, o.send); err != nil || len(o.data) != 10<<20 || f.Dirty() != 0 {
 		t.Fatalf("flush after recovery: %v, %d bytes at the owner, %d dirty", err, len(o.data), f.Dirty())
 	}
 }
 
-// FlushFirst sends the lowest piece through first, and only once it succeeded the others;
-// when first fails, nothing else is sent and everything stays dirty for the next flush.
+// A flush with First sends the lowest piece through it first, and only once it succeeded
+// the others; when First fails, nothing else is sent and everything stays dirty for the next
+// flush.
 func TestFlushFirstGoesAloneAndFirst(t *testing.T) {
 	var f File
 	data := bytes.Repeat([]byte("x"), 5*MaxPiece)
@@ -174,8 +175,8 @@ func TestFlushFirstGoesAloneAndFirst(t *testing.T) {
 	}
 	refuse := errors.New("refused")
 	first := func(ctx context.Context, off int64, p []byte) error { return refuse }
-	if err := f.FlushFirst(context.Background(), MaxPiece, 4, false, first, send); err != refuse {
-		t.Fatalf("FlushFirst with a failing first: %v, want its error", err)
+	if err := f.Flush(context.Background(), FlushOptions{InFlight: 4, First: first}, send); err != refuse {
+		t.Fatalf("Flush with a failing First: %v, want its error", err)
 	}
 	if o.calls != 0 || f.Dirty() != int64(len(data)) {
 		t.Fatalf("after a failed first: %d pieces sent, %d bytes dirty; want 0 and %d", o.calls, f.Dirty(), len(data))
@@ -187,7 +188,7 @@ func TestFlushFirstGoesAloneAndFirst(t *testing.T) {
 		mu.Unlock()
 		return o.send(ctx, off, p)
 	}
-	if err := f.FlushFirst(context.Background(), MaxPiece, 4, false, first, send); err != nil {
+	if err := f.Flush(context.Background(), FlushOptions{InFlight: 4, First: first}, send); err != nil {
 		t.Fatal(err)
 	}
 	if firstOff != 0 || early != 0 || o.calls != 5 || !bytes.Equal(o.data, data) || f.Dirty() != 0 {
@@ -196,7 +197,34 @@ func TestFlushFirstGoesAloneAndFirst(t *testing.T) {
 	}
 	// Nothing dirty: first is not called.
 	first = func(context.Context, int64, []byte) error { t.Error("first called without dirty data"); return nil }
-	if err := f.FlushFirst(context.Background(), MaxPiece, 4, false, first, send); err != nil {
+	if err := f.Flush(context.Background(), FlushOptions{InFlight: 4, First: first}, send); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A flush of full extents only sends those, and leaves the short ones dirty for the flush
+// that follows, as a write-behind in the background does while a writer fills its last piece.
+func TestFlushFullOnlyLeavesShortExtents(t *testing.T) {
+	var f File
+	var o owner
+	long := bytes.Repeat([]byte{1}, 2*MaxPiece+10)
+	short := []byte("tail")
+	f.Write(long, 0)
+	f.Write(short, 10*MaxPiece)
+	if got := f.Full(); got != int64(len(long)) {
+		t.Fatalf("Full = %d, want %d", got, len(long))
+	}
+	if err := f.Flush(context.Background(), FlushOptions{FullOnly: true}, o.send); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(o.data, long) || f.Dirty() != int64(len(short)) {
+		t.Fatalf("after a full-only flush: %d bytes at the owner, %d dirty; want %d and %d",
+			len(o.data), f.Dirty(), len(long), len(short))
+	}
+	if err := f.Flush(context.Background(), FlushOptions{}, o.send); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(o.data[10*MaxPiece:], short) || f.Dirty() != 0 {
+		t.Fatalf("the short extent did not follow: %d dirty", f.Dirty())
 	}
 }

@@ -1,4 +1,4 @@
-package fusefs
+package fetch
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/cache"
+	"github.com/peerfs/peerfs/internal/remote"
 )
 
 // Sequential reads (seed 002): when a reader's reads follow one another, the mount opens one
@@ -19,13 +20,9 @@ import (
 // receiving overlaps writing. The stream consumes at most Options.Readahead bytes ahead of the
 // furthest reader (then the owner runs out of credit), and ends at the end of the file, after
 // streamIdle without a reader advancing, when a newer stream of the file replaces it, or when
-// the version changes. Random reads keep using tagged READs (fetch.go).
+// the version changes, or the Fetcher closes. Random reads keep using tagged READs (fetch.go).
 
 const (
-	// StreamWindow is the credit an Owner grants a STREAM: what the owner may push beyond
-	// what the mount consumed; enough to keep a loopback or LAN link busy while the mount
-	// writes earlier chunks into its cache.
-	StreamWindow = 8 << 20
 	// streamReserve is how much of the cache file a stream reserves at a time.
 	streamReserve = 16 << 20
 	// streamIdle ends a stream whose readers stopped.
@@ -33,25 +30,6 @@ const (
 	// streamQueue bounds the chunks received but not yet written to the cache.
 	streamQueue = 8
 )
-
-// Chunk is one piece of a STREAM, valid until the stream's Release of it.
-type Chunk struct {
-	Off  int64
-	Data []byte
-	// Token is the Owner's handle on the chunk's buffer.
-	Token any
-}
-
-// ChunkStream delivers a STREAM's chunks in order. One goroutine calls Next and Close; one
-// goroutine (the same or another) releases the chunks, in the order Next returned them.
-type ChunkStream interface {
-	// Next returns the next chunk. At the end of the stream it returns io.EOF.
-	Next(ctx context.Context) (Chunk, error)
-	// Release gives a chunk's buffer back and grants its bytes to the owner as credit.
-	Release(c Chunk)
-	// Close ends the stream, cancelling it on the owner if it has not ended.
-	Close()
-}
 
 var errStreamOrder = errors.New("STREAM data out of order")
 
@@ -63,7 +41,7 @@ type streamKey struct {
 
 // received is a chunk published to readers and not yet given back.
 type received struct {
-	Chunk
+	remote.Chunk
 	copying sync.WaitGroup // readers copying out of it
 }
 
@@ -93,7 +71,7 @@ type seqStream struct {
 func (s *seqStream) covers(off int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.done && s.start <= off && off <= s.next+StreamWindow+s.ahead
+	return !s.done && s.start <= off && off <= s.next+remote.StreamWindow+s.ahead
 }
 
 // demand raises how far the stream reads ahead.
@@ -148,7 +126,7 @@ func (s *seqStream) read(ctx context.Context, dst []byte, off int64) (filled boo
 				err := s.err
 				s.mu.Unlock()
 				if err == nil {
-					err = errShrank // the stream's version is gone: read it again
+					err = ErrChanged // the stream's version is gone: read it again
 				}
 				return false, err
 			}
@@ -172,16 +150,25 @@ func (s *seqStream) read(ctx context.Context, dst []byte, off int64) (filled boo
 			s.mu.Unlock()
 			return false, err
 		}
-		if s.prog == nil {
-			s.prog = make(chan struct{})
+		if err := s.waitProgress(ctx); err != nil {
+			return false, err
 		}
-		prog := s.prog
-		s.mu.Unlock()
-		select {
-		case <-prog:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+	}
+}
+
+// waitProgress unlocks s.mu, which the caller holds, and waits for the stream's next
+// progress (update) or the end of ctx.
+func (s *seqStream) waitProgress(ctx context.Context) error {
+	if s.prog == nil {
+		s.prog = make(chan struct{})
+	}
+	prog := s.prog
+	s.mu.Unlock()
+	select {
+	case <-prog:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -223,28 +210,29 @@ func kick(c chan struct{}) {
 	}
 }
 
-// readSequential serves [off, off+len(dst)) of cf to a sequential reader through the file's
-// stream (started here if none covers off), and asks the stream to run ahead to ahead.
-// filled is false, with a nil error, when the stream stopped first: tagged READs take over.
-func (r *Root) readSequential(ctx context.Context, p string, cf *cache.File, off, ahead int64, dst []byte) (filled bool, err error) {
-	s := r.streamFor(p, cf, off)
+// ReadSequential serves [off, off+len(dst)) of cf, the cached copy of path, to a sequential
+// reader through the file's stream (started here if none covers off), and asks the stream to
+// run ahead to ahead. filled is false, with a nil error, when the stream stopped first:
+// tagged READs take over (Fetch).
+func (f *Fetcher) ReadSequential(ctx context.Context, p string, cf *cache.File, off, ahead int64, dst []byte) (filled bool, err error) {
+	s := f.streamFor(p, cf, off)
 	s.demand(max(ahead, off+int64(len(dst))))
 	filled, err = s.read(ctx, dst, off)
 	return filled, err
 }
 
-// streamCovers reports whether a stream of cf runs and will bring off soon.
-func (r *Root) streamCovers(p string, cf *cache.File, off int64) bool {
-	f := r.fetcher()
+// StreamCovers reports whether a stream of cf runs and will bring off soon: a read there is
+// sequential too, whatever order the kernel's readahead sent it in.
+func (f *Fetcher) StreamCovers(p string, cf *cache.File, off int64) bool {
 	f.mu.Lock()
 	s := f.streams[streamKey{p, cf.Version(), cf.Copy()}]
 	f.mu.Unlock()
 	return s != nil && s.covers(off)
 }
 
-// readAheadSequential keeps a sequential reader's stream ahead of it after a cache hit at end.
-func (r *Root) readAheadSequential(p string, cf *cache.File, end, ahead int64) {
-	f := r.fetcher()
+// ReadAhead keeps a sequential reader's stream ahead of it, up to ahead, after a cache hit
+// that ended at end.
+func (f *Fetcher) ReadAhead(p string, cf *cache.File, end, ahead int64) {
 	k := streamKey{p, cf.Version(), cf.Copy()}
 	f.mu.Lock()
 	s := f.streams[k]
@@ -254,15 +242,14 @@ func (r *Root) readAheadSequential(p string, cf *cache.File, end, ahead int64) {
 		return
 	}
 	if missing := cf.Missing(end, ahead-end); len(missing) > 0 {
-		s := r.streamFor(p, cf, missing[0].Off)
+		s := f.streamFor(p, cf, missing[0].Off)
 		s.demand(ahead)
 	}
 }
 
 // streamFor returns the stream of cf that will bring off, starting one at off (aligned down
 // to a cache chunk) when none does.
-func (r *Root) streamFor(p string, cf *cache.File, off int64) *seqStream {
-	f := r.fetcher()
+func (f *Fetcher) streamFor(p string, cf *cache.File, off int64) *seqStream {
 	k := streamKey{p, cf.Version(), cf.Copy()}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -274,16 +261,16 @@ func (r *Root) streamFor(p string, cf *cache.File, off int64) *seqStream {
 	}
 	start := off &^ (cache.ChunkSize - 1)
 	s := &seqStream{key: k, cf: cf.Retain(), start: start, end: cf.Version().Size, wake: make(chan struct{}, 1),
-		ahead: r.opts.Readahead, next: start, written: start, want: start}
+		ahead: f.readahead, next: start, written: start, want: start}
 	f.streams[k] = s
-	r.stats.streams.Add(1)
-	go r.runStream(f, s)
+	f.streamsOpened.Add(1)
+	go f.runStream(s)
 	return s
 }
 
 // runStream is a stream's receiver: it takes chunks off the link while readers want more,
 // publishes them and queues them for the writer.
-func (r *Root) runStream(f *fetcher, s *seqStream) {
+func (f *Fetcher) runStream(s *seqStream) {
 	var err error
 	defer func() {
 		s.finish(err)
@@ -294,19 +281,19 @@ func (r *Root) runStream(f *fetcher, s *seqStream) {
 		f.mu.Unlock()
 		s.cf.Release()
 	}()
-	r.stats.roundTrips.Add(1)
-	e, cs, err := r.owner.Stream(f.bg, s.key.path, s.start, s.end-s.start)
+	f.roundTrips.Add(1)
+	e, cs, err := f.owner.Stream(f.bg, s.key.path, s.start, s.end-s.start)
 	if err != nil {
 		return
 	}
 	defer cs.Close()
-	if version(&e) != s.key.ver {
-		err = errShrank // the file changed since this version was cached: readers start over
+	if VersionOf(&e) != s.key.ver {
+		err = ErrChanged // the file changed since this version was cached: readers start over
 		return
 	}
 	queue := make(chan *received, streamQueue)
 	wrote := make(chan error, 1)
-	go func() { wrote <- r.writeStream(s, cs, queue) }()
+	go func() { wrote <- f.writeStream(s, cs, queue) }()
 	defer func() {
 		close(queue)
 		if werr := <-wrote; err == nil {
@@ -318,30 +305,14 @@ func (r *Root) runStream(f *fetcher, s *seqStream) {
 	defer idle.Stop()
 	for next := s.start; next < s.end; {
 		// Consume only while a reader wants more: the owner then runs out of credit.
-		for {
-			s.mu.Lock()
-			wanted, stopped := next < s.want, s.done
-			s.mu.Unlock()
-			if stopped {
-				return
-			}
-			if wanted {
-				break
-			}
-			idle.Reset(streamIdle)
-			select {
-			case <-s.wake:
-			case <-idle.C:
-				return // readers went away; a later read starts a new stream
-			case <-f.bg.Done():
-				err = f.bg.Err()
-				return
-			}
+		var wanted bool
+		if wanted, err = f.waitWanted(s, next, idle); !wanted {
+			return
 		}
-		var c Chunk
+		var c remote.Chunk
 		c, err = cs.Next(f.bg)
 		if errors.Is(err, io.EOF) {
-			err = errShrank // the owner's file ended before the version's size: it changed
+			err = ErrChanged // the owner's file ended before the version's size: it changed
 			return
 		}
 		if err != nil {
@@ -352,7 +323,7 @@ func (r *Root) runStream(f *fetcher, s *seqStream) {
 			err = fmt.Errorf("%w: got offset %d, want %d", errStreamOrder, c.Off, next)
 			return
 		}
-		r.stats.fetch.Add(int64(len(c.Data)))
+		f.received.Add(int64(len(c.Data)))
 		rc := receivedPool.Get().(*received)
 		rc.Chunk = c
 		next += int64(len(c.Data))
@@ -368,15 +339,37 @@ func (r *Root) runStream(f *fetcher, s *seqStream) {
 	}
 }
 
+// waitWanted waits until a reader wants more than [start, next) of s. It reports false when
+// the stream should end instead: stopped, idle for streamIdle (readers went away; a later read
+// starts a new stream), or the Fetcher closed (err).
+func (f *Fetcher) waitWanted(s *seqStream, next int64, idle *time.Timer) (bool, error) {
+	for {
+		s.mu.Lock()
+		wanted, stopped := next < s.want, s.done
+		s.mu.Unlock()
+		if stopped || wanted {
+			return wanted && !stopped, nil
+		}
+		idle.Reset(streamIdle)
+		select {
+		case <-s.wake:
+		case <-idle.C:
+			return false, nil
+		case <-f.bg.Done():
+			return false, f.bg.Err()
+		}
+	}
+}
+
 // writeStream is a stream's writer: it stores each received chunk in the cache file, then,
 // once no reader copies from it any more, gives it back. It keeps going after an error only
 // to give the chunks back.
-func (r *Root) writeStream(s *seqStream, cs ChunkStream, queue <-chan *received) error {
+func (f *Fetcher) writeStream(s *seqStream, cs remote.ChunkStream, queue <-chan *received) error {
 	var err error
 	reserved := s.start
 	for rc := range queue {
 		if err == nil && s.cf.Stale() {
-			err = errShrank // a change event: readers start over from the new version
+			err = ErrChanged // a change event: readers start over from the new version
 		}
 		if err == nil {
 			if end := rc.Off + int64(len(rc.Data)); end > reserved {
@@ -395,7 +388,7 @@ func (r *Root) writeStream(s *seqStream, cs ChunkStream, queue <-chan *received)
 		})
 		rc.copying.Wait()
 		cs.Release(rc.Chunk)
-		rc.Chunk = Chunk{}
+		rc.Chunk = remote.Chunk{}
 		receivedPool.Put(rc)
 		if err != nil {
 			s.finish(err)
@@ -404,11 +397,10 @@ func (r *Root) writeStream(s *seqStream, cs ChunkStream, queue <-chan *received)
 	return err
 }
 
-// settle waits, at most a second, for a stream that has received the whole of cf to finish
+// Settle waits, at most a second, for a stream that has received the whole of cf to finish
 // writing it into the cache: a file opened again right after a sequential read then finds
 // its cache complete and is served by passthrough.
-func (r *Root) settle(ctx context.Context, p string, cf *cache.File) {
-	f := r.fetcher()
+func (f *Fetcher) Settle(ctx context.Context, p string, cf *cache.File) {
 	f.mu.Lock()
 	s := f.streams[streamKey{p, cf.Version(), cf.Copy()}]
 	f.mu.Unlock()
@@ -423,14 +415,7 @@ func (r *Root) settle(ctx context.Context, p string, cf *cache.File) {
 			s.mu.Unlock()
 			return
 		}
-		if s.prog == nil {
-			s.prog = make(chan struct{})
-		}
-		prog := s.prog
-		s.mu.Unlock()
-		select {
-		case <-prog:
-		case <-ctx.Done():
+		if s.waitProgress(ctx) != nil {
 			return
 		}
 	}

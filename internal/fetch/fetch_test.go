@@ -1,4 +1,4 @@
-package fusefs
+package fetch
 
 import (
 	"bytes"
@@ -37,14 +37,10 @@ func TestFetchJoinsOnlyWholePieces(t *testing.T) {
 		data[i] = byte(i/4096 + 1)
 	}
 	owner := &slowOwner{data: data, first: make(chan struct{}), release: make(chan struct{})}
-	store, err := cache.Open(cache.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r := New(Options{Peer: "p", Share: "s", Owner: owner, Cache: store})
-	defer r.fetcher().stop()
-	cf, err := store.Get(r.key("f"), cache.Version{Size: int64(len(data)), MtimeNs: 1, Ino: 1})
+	store := newStore(t)
+	f := New(Options{Owner: owner, ReadsInFlight: 4})
+	defer f.Close()
+	cf, err := store.Get(key("f"), cache.Version{Size: int64(len(data)), MtimeNs: 1, Ino: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +51,9 @@ func TestFetchJoinsOnlyWholePieces(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	wg.Add(2)
-	go func() { defer wg.Done(); errs[0] = r.fetchInto(context.Background(), "f", cf, 0, short) }()
+	go func() { defer wg.Done(); errs[0] = f.ReadInto(context.Background(), "f", cf, 0, short) }()
 	<-owner.first // the short piece is in flight
-	go func() { defer wg.Done(); errs[1] = r.fetchInto(context.Background(), "f", cf, 0, long) }()
+	go func() { defer wg.Done(); errs[1] = f.ReadInto(context.Background(), "f", cf, 0, long) }()
 	time.Sleep(50 * time.Millisecond) // let the long reader meet the short READ in flight
 	close(owner.release)
 	wg.Wait()
@@ -82,29 +78,25 @@ func TestFetchJoinsOnlyWholePieces(t *testing.T) {
 func TestFetchFillsItsOwnCopy(t *testing.T) {
 	data := bytes.Repeat([]byte("peerfs"), 200_000)
 	owner := &slowOwner{data: data, first: make(chan struct{}), release: make(chan struct{})}
-	store, err := cache.Open(cache.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r := New(Options{Peer: "p", Share: "s", Owner: owner, Cache: store})
-	defer r.fetcher().stop()
+	store := newStore(t)
+	f := New(Options{Owner: owner, ReadsInFlight: 4})
+	defer f.Close()
 	v := cache.Version{Size: int64(len(data)), MtimeNs: 1, Ino: 1}
-	old, err := store.Get(r.key("f"), v)
+	old, err := store.Get(key("f"), v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer old.Release()
-	r.prefetch("f", old, 0, cache.ChunkSize) // a readahead READ for the old copy
+	f.Prefetch("f", old, 0, cache.ChunkSize) // a readahead READ for the old copy
 	<-owner.first
-	r.forgetContent("f")
-	cf, err := store.Get(r.key("f"), v)
+	store.Invalidate(key("f"))
+	cf, err := store.Get(key("f"), v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cf.Release()
 	done := make(chan error, 1)
-	go func() { done <- r.fetch(context.Background(), "f", cf, 0, cache.ChunkSize, cache.ChunkSize) }()
+	go func() { done <- f.Fetch(context.Background(), "f", cf, 0, cache.ChunkSize, cache.ChunkSize) }()
 	time.Sleep(50 * time.Millisecond) // let the fetch meet the READ in flight
 	close(owner.release)
 	if err := <-done; err != nil {
