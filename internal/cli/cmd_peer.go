@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -207,13 +206,7 @@ func runPeerLs(ctx context.Context, opts PeerLsOptions, g *Globals, args []strin
 	}
 
 	// Connection state is the daemon's to know; without a daemon, the list still shows.
-	var status *api.StatusResult
-	var st api.StatusResult
-	if err := g.call(ctx, api.MethodStatus, nil, &st, nil); err == nil {
-		status = &st
-	} else if !errors.Is(err, api.ErrNoDaemon) {
-		g.warnf("cannot get connection status from the daemon: %v", err)
-	}
+	status := g.daemonStatus(ctx, "connection status")
 
 	peers := make([]peerJSON, 0, len(f.Peers))
 	for _, cp := range f.Peers {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -103,13 +102,7 @@ func runRelayLs(ctx context.Context, g *Globals, args []string, out io.Writer) e
 	if err != nil {
 		return err
 	}
-	var status *api.StatusResult
-	var st api.StatusResult
-	if err := g.call(ctx, api.MethodStatus, nil, &st, nil); err == nil {
-		status = &st
-	} else if !errors.Is(err, api.ErrNoDaemon) {
-		g.warnf("cannot get the relays' state from the daemon: %v", err)
-	}
+	status := g.daemonStatus(ctx, "the relays' state")
 	relays := make([]relayJSON, 0, len(f.Relays))
 	for _, u := range f.RelayURLs() {
 		rj := relayJSON{URL: u.Redacted(), Token: u.Token != ""}

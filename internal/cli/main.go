@@ -257,6 +257,21 @@ func (g *Globals) reloadDaemon(ctx context.Context, p config.Paths) bool {
 	return true
 }
 
+// daemonStatus is the running daemon's status, for a listing that adds what only the daemon
+// knows (what, in the warning) to what the config file says: nil when no daemon runs, or,
+// with a warning, when it did not answer.
+func (g *Globals) daemonStatus(ctx context.Context, what string) *api.StatusResult {
+	var st api.StatusResult
+	err := g.call(ctx, api.MethodStatus, nil, &st, nil)
+	if err == nil {
+		return &st
+	}
+	if !errors.Is(err, api.ErrNoDaemon) {
+		g.warnf("cannot get %s from the daemon: %v", what, err)
+	}
+	return nil
+}
+
 // call dials the daemon for this home and runs one call.
 func (g *Globals) call(ctx context.Context, method string, params, result any, onEvent func(api.Event)) error {
 	p, err := g.paths()
