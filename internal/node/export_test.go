@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/rpc"
@@ -28,4 +29,22 @@ func (n *Node) DialAgain(ctx context.Context, peer, addr string) error {
 		return err
 	}
 	return n.attachVia(conn, linkPath{kind: api.PathDirect})
+}
+
+// DialThroughRelay meets the named peer at the first relay and attaches the link even while
+// one is up, as when one device reached the other through a relay while the other dialled it.
+func (n *Node) DialThroughRelay(ctx context.Context, peer string) error {
+	p, err := n.peerByName(peer)
+	if err != nil {
+		return err
+	}
+	rcs := n.relayClients()
+	if len(rcs) == 0 {
+		return errors.New("no relay")
+	}
+	conn, err := n.dialRelay(ctx, rcs[0], p.cfg.ID)
+	if err != nil {
+		return err
+	}
+	return n.attachVia(conn, linkPath{kind: api.PathRelayed, via: rcs[0].url.Redacted()})
 }

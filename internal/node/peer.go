@@ -147,8 +147,13 @@ func (p *peer) setSession(sess *rpc.Session, conn *transport.Conn, preferred boo
 			}
 		}
 		return true
-	case oldLive && !oldPath.relayed() && newPath.relayed() && conn.Outbound:
-		// A relayed link we opened while a direct one came up: the direct one stays.
+	case oldLive && !oldPath.relayed() && newPath.relayed():
+		// A relayed link while a direct one is up: the direct one stays, whoever would win
+		// a simultaneous dial. One we opened is closed by attach; one the peer opened
+		// serves its requests until the peer, which keeps its direct link too, closes it.
+		if !conn.Outbound {
+			p.extra = append(p.extra, link{sess, conn})
+		}
 		p.mu.Unlock()
 		return false
 	case oldLive && !preferred && (conn.Outbound || oldConn.Outbound):
@@ -698,3 +703,10 @@ type joined struct {
 
 func (j joined) Error() string   { return j.msg }
 func (j joined) Unwrap() []error { return j.errs }
+
+// current is the link our calls use, nil when none.
+func (p *peer) current() *rpc.Session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sess
+}

@@ -209,6 +209,9 @@ func (p *peer) drain(ctx context.Context, sess *rpc.Session, use *linkUse, reaso
 			return
 		case <-t.C:
 		}
+		if p.current() == sess {
+			return // the link it gave way to ended first, and it took its place again
+		}
 		last := time.Unix(0, use.lastServed.Load())
 		if use.active.Load() == 0 && use.served.Load() == 0 &&
 			time.Since(switched) >= drainGrace && time.Since(last) >= drainGrace {
