@@ -61,11 +61,11 @@ var reachFlags struct {
 func init() {
 	register(&suite{
 		name:  "reach",
-		usage: "[--size 1GiB] [--runs 3] [--lab=true] [--lab-size 256MiB] [--lab-runs 5] [--cut-runs 3] [--loopback=true]",
+		usage: "[--size 1GiB] [--runs 3] [--lab=true] [--lab-size 1GiB] [--lab-runs 5] [--cut-runs 3] [--loopback=true]",
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&reachFlags.loopback, "loopback", true, "measure the streams on loopback")
 			fs.BoolVar(&reachFlags.lab, "lab", true, "measure in a network-namespace lab (needs root; skipped otherwise)")
-			fs.StringVar(&reachFlags.labSize, "lab-size", "256MiB", "the file pulled in the lab")
+			fs.StringVar(&reachFlags.labSize, "lab-size", "1GiB", "the file pulled in the lab (1 GiB: a second a pull, 100 CPU ticks per core)")
 			fs.IntVar(&reachFlags.labRuns, "lab-runs", 5, "lab rounds of link-up and pull")
 			fs.IntVar(&reachFlags.cutRuns, "cut-runs", 3, "lab runs of the direct path cut under a mount")
 		},
