@@ -227,6 +227,7 @@ type labWorld struct {
 	relayURL string
 	hosts    map[string]*netlab.Host
 	routers  map[string]*netlab.Router
+	behind   map[string]*netlab.Router // the router each device behind one hangs off
 	homes    int
 	broken   map[string]int // pulls ended by a link replaced under them, per path
 }
@@ -265,7 +266,8 @@ var labPairs = map[string][2]string{
 }
 
 func newLabWorld(ctx context.Context, t *labTB, bin, dir string) *labWorld {
-	w := &labWorld{t: t, ctx: ctx, bin: bin, dir: dir, hosts: map[string]*netlab.Host{}, routers: map[string]*netlab.Router{}}
+	w := &labWorld{t: t, ctx: ctx, bin: bin, dir: dir, hosts: map[string]*netlab.Host{}, routers: map[string]*netlab.Router{},
+		behind: map[string]*netlab.Router{}}
 	w.lab = netlab.New(t)
 	w.hosts["relay"] = w.lab.Public("relay")
 	w.hosts["server"] = w.lab.Public("server")
@@ -274,7 +276,7 @@ func newLabWorld(ctx context.Context, t *labTB, bin, dir string) *labWorld {
 		nat          netlab.NAT
 	}{{"home1", "laptop", netlab.HomeNAT}, {"home2", "desktop", netlab.HomeNAT}, {"cgnat", "phone", netlab.SymmetricNAT}} {
 		w.routers[r.router] = w.lab.Router(r.router, netlab.RouterOptions{NAT: r.nat})
-		w.hosts[r.host] = w.routers[r.router].AddHost(r.host)
+		w.behind[r.host] = w.routers[r.router]
 	}
 	w.startRelay()
 	return w
@@ -316,6 +318,15 @@ func (w *labWorld) startRelay() {
 // address is known to all. Each exports share to every other device.
 func (w *labWorld) devices(share string, names ...string) map[string]*labDevice {
 	w.homes++
+	// A device behind a router gets a new host namespace each run. From the namespace of a
+	// run that ended with the direct path cut, the next punch failed for a minute: every
+	// run punches from port 7462 between the same two router addresses, so a socket the
+	// earlier run left behind (a FIN still retransmitted, TIME_WAIT) can hold the pair.
+	for _, n := range names {
+		if r := w.behind[n]; r != nil {
+			w.hosts[n] = r.AddHost(fmt.Sprintf("%s%d", n, w.homes))
+		}
+	}
 	ds := map[string]*labDevice{}
 	for _, n := range names {
 		d := &labDevice{t: w.t, bin: w.bin, name: n, host: w.hosts[n], home: filepath.Join(w.dir, fmt.Sprintf("home-%d", w.homes), n)}
