@@ -641,7 +641,8 @@ func labMarkdown(b *strings.Builder, r labReport) {
 		"lab's internet; a laptop and a desktop each behind a home router (masquerade, WAN-side `ct state new drop`); "+
 		"a phone behind a symmetric NAT (`masquerade random,fully-random`). Every hop is a veth pair, with no delay or "+
 		"rate limit added, so the figures measure peerfs and this machine's cores, not a network. Each run starts from "+
-		"fresh homes and empty connection tracking in the routers. The lab part took %.0f s.\n\n", r.Seconds)
+		"fresh homes, a new host namespace behind each router and empty connection tracking in the routers. The lab "+
+		"part took %.0f s.\n\n", r.Seconds)
 
 	fmt.Fprintf(b, "**Link-up.** From starting both daemons to the first `peerfs ls PEER:` that succeeds (polled every "+
 		"10 ms, each poll a `peerfs` process), and to `peerfs status` showing the link on its path. %d rounds, each "+
@@ -764,8 +765,8 @@ func labReading(r labReport) []string {
 		onPath := func(s labLinkSample) float64 { return s.PathMs }
 		l := fmt.Sprintf("**Link-up is process time, not network time.** A veth hop costs microseconds, so the %.0f ms "+
 			"(direct), %.0f ms (relayed) and %.0f ms (punched) to a usable link are the daemons' own start, a relay join "+
-			"and one TLS 1.3 handshake (X25519MLKEM768, verified both ways), and the polling `peerfs` processes, all on "+
-			"two loaded cores.", med(labDirect, usable), med(labRelayed, usable), med(labPunched, usable))
+			"and a TLS 1.3 handshake (X25519MLKEM768, verified both ways; a second one on the punched path), and the "+
+			"polling `peerfs` processes, all on two loaded cores.", med(labDirect, usable), med(labRelayed, usable), med(labPunched, usable))
 		punchedFirst := 0
 		for _, s := range r.Link[labPunched] {
 			if s.FirstOn == labPunched {
@@ -807,17 +808,24 @@ func labReading(r labReport) []string {
 		if rm < 80 {
 			goal = "misses the goal of 80%"
 		}
+		var relayedMiBs []float64
+		for _, s := range rl {
+			relayedMiBs = append(relayedMiBs, s.MiBs)
+		}
+		rmb, _, _ := median(relayedMiBs)
+		_, rlo, rhi := median(ratio)
 		out = append(out, fmt.Sprintf("**The relay splices, the devices encrypt.** Relayed pulls reach %.0f%% of the "+
-			"same round's direct pull, which %s. The relay spent %.2f core-s per GiB spliced (splice(2) moves the "+
-			"ciphertext between its two sockets in the kernel: no copy to user space, no cipher), against %.2f for the "+
-			"puller's daemon and %.2f for the owner's, which run TLS, the protocol and the disk: the relay carries a "+
-			"stream for a small fraction of what either end spends on it. What a relayed pull loses here is mostly the "+
-			"path, not the relay: its packets cross six veth hops, four forwarding passes with connection tracking "+
-			"(cgnat, the internet twice, home1) and two TCP connections spliced at the relay, against three veth hops "+
-			"and two forwarding passes (the internet, home1) for the direct pull, and all of it runs in softirq on "+
-			"the same two cores as both daemons and the relay. Punched pulls, "+
-			"plain TCP across both NATs (four veth hops, three forwarding passes), reach %.0f%%. On a real network the "+
-			"relay is another machine and its cost per GiB is the figure that carries over.", rm, goal, rc, pc, oc, first(median(punched))))
+			"same round's direct pull (%.0f-%.0f%%), which %s. The relay spent %.2f core-s per GiB spliced (splice(2) "+
+			"moves the ciphertext between its two sockets in the kernel: no copy to user space, no cipher), against "+
+			"%.2f for the puller's daemon and %.2f for the owner's, which run TLS, the protocol and the disk; at the "+
+			"relayed pull's %.0f MiB/s that is %.0f%% of one core. A relayed pull's packets also go further: six veth "+
+			"hops, four forwarding passes (cgnat, the internet twice, home1) and two TCP connections, against three "+
+			"veth hops and two forwarding passes (the internet, home1) for the direct pull. A veth hop copies no "+
+			"data, but each one runs the receiving side's network stack (routing, netfilter, NAT) in softirq, on the "+
+			"same two cores as both daemons, the relay and the rest of the machine's load, and the rounds spread with "+
+			"that load. Punched pulls, plain TCP across both NATs (four veth hops, three forwarding passes), "+
+			"reach %.0f%%. On a real network the relay is another machine and its cost per GiB is the figure that "+
+			"carries over.", rm, rlo, rhi, goal, rc, pc, oc, rmb, 100*rc*rmb/1024, first(median(punched))))
 	}
 	if len(r.Cut) > 0 {
 		var serve []float64
