@@ -20,6 +20,9 @@
 //     choice of peerfs's defaults (tune.go).
 //   - wan: the key workloads with round-trip time and a rate limit between the nodes, through
 //     an in-process toxiproxy that carries peerfs and sshfs alike (wan.go).
+//   - reach: a stream direct and through "peerfs relay serve" on loopback (reach.go), then
+//     link-up, pulls and a cut direct path with real daemons in a netlab network of NAT
+//     routers (reach_lab.go; root only, skipped with a message otherwise).
 //
 // "report" reads every JSON section of a directory, draws their plots as PNG files and
 // rewrites the part of BENCHMARKS.md between <!-- results:begin --> and <!-- results:end -->.

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,8 +25,9 @@ import (
 // to the other's, directly over loopback TCP and through a "peerfs relay serve" process by
 // raw TLS (spliced in the kernel) and by WebSocket inside TLS. Rounds run every path once,
 // so changes in the machine's load hit all of them. The relay's CPU is read from
-// /proc/PID/stat around each transfer (clock ticks, 10 ms). Loopback only: the namespace
-// lab with NATs is a later step.
+// /proc/PID/stat around each transfer (clock ticks, 10 ms). Then the same binaries in a lab
+// of network namespaces behind NAT routers (reach_lab.go), unless --lab=false; without root
+// the lab part is skipped with a message.
 
 const (
 	reachDirect = "direct (loopback TCP)"
@@ -43,30 +46,86 @@ type reachReport struct {
 	Size    int64                    `json:"size"`
 	Runs    int                      `json:"runs"`
 	Paths   map[string][]reachSample `json:"paths"`
+	Lab     *labReport               `json:"lab,omitempty"`
+}
+
+// The reach suite's own flags.
+var reachFlags struct {
+	loopback bool
+	lab      bool
+	labSize  string
+	labRuns  int
+	cutRuns  int
 }
 
 func init() {
 	register(&suite{
 		name:  "reach",
-		usage: "[--size 1GiB] [--runs 3]",
-		run:   runReach,
+		usage: "[--size 1GiB] [--runs 3] [--lab=true] [--lab-size 1GiB] [--lab-runs 5] [--cut-runs 3] [--loopback=true]",
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&reachFlags.loopback, "loopback", true, "measure the streams on loopback")
+			fs.BoolVar(&reachFlags.lab, "lab", true, "measure in a network-namespace lab (needs root; skipped otherwise)")
+			fs.StringVar(&reachFlags.labSize, "lab-size", "1GiB", "the file pulled in the lab (1 GiB: a second a pull, 100 CPU ticks per core)")
+			fs.IntVar(&reachFlags.labRuns, "lab-runs", 5, "lab rounds of link-up and pull")
+			fs.IntVar(&reachFlags.cutRuns, "cut-runs", 3, "lab runs of the direct path cut under a mount")
+		},
+		quick: func(set map[string]bool) {
+			if !set["lab-size"] {
+				reachFlags.labSize = "16MiB"
+			}
+			if !set["lab-runs"] {
+				reachFlags.labRuns = 1
+			}
+			if !set["cut-runs"] {
+				reachFlags.cutRuns = 1
+			}
+		},
+		run: runReach,
 	})
 }
 
 func runReach(ctx context.Context, o commonOptions) (*Section, error) {
+	labSize, err := parseSize(reachFlags.labSize)
+	if err != nil || labSize <= 0 || reachFlags.labRuns < 1 || reachFlags.cutRuns < 1 {
+		return nil, fmt.Errorf("bad --lab-size %q, --lab-runs %d or --cut-runs %d", reachFlags.labSize, reachFlags.labRuns, reachFlags.cutRuns)
+	}
+	r := reachReport{Machine: machine(), Size: o.Size, Runs: o.Runs, Paths: map[string][]reachSample{}}
+	if reachFlags.loopback {
+		if err := runReachLoopback(ctx, o, &r); err != nil {
+			return nil, err
+		}
+	}
+	if reachFlags.lab {
+		bin, err := filepath.Abs(o.Peerfs)
+		if err != nil {
+			return nil, err
+		}
+		lab, err := runReachLab(ctx, bin, labSize, reachFlags.labRuns, reachFlags.cutRuns)
+		if err != nil {
+			return nil, err
+		}
+		if lab.Skipped != "" {
+			fmt.Println("reach: the lab part is skipped:", lab.Skipped)
+		}
+		r.Lab = &lab
+	}
+	return reachSection(r), nil
+}
+
+func runReachLoopback(ctx context.Context, o commonOptions, r *reachReport) error {
 	home, err := os.MkdirTemp("", "peerfs-bench-relay-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(home)
 	cmd := exec.CommandContext(ctx, o.Peerfs, "relay", "serve", "--home", home, "--listen", "127.0.0.1:0", "--json", "-q")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the relay (%s): %w", o.Peerfs, err)
+		return fmt.Errorf("starting the relay (%s): %w", o.Peerfs, err)
 	}
 	defer func() {
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -74,32 +133,31 @@ func runReach(ctx context.Context, o commonOptions) (*Section, error) {
 	}()
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		return nil, fmt.Errorf("reading the relay's URL: %w", err)
+		return fmt.Errorf("reading the relay's URL: %w", err)
 	}
 	var first struct{ URL string }
 	if err := json.Unmarshal([]byte(line), &first); err != nil {
-		return nil, fmt.Errorf("the relay's first line %q: %w", line, err)
+		return fmt.Errorf("the relay's first line %q: %w", line, err)
 	}
 	u, err := relay.ParseURL(first.URL)
 	if err != nil {
-		return nil, err
+		return err
 	}
 
-	r := reachReport{Machine: machine(), Size: o.Size, Runs: o.Runs, Paths: map[string][]reachSample{}}
 	for run := 1; run <= o.Runs; run++ {
 		for _, path := range []string{reachDirect, reachTLS, reachWS} {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 			s, err := reachOnce(ctx, path, u, cmd.Process.Pid, o.Size)
 			if err != nil {
-				return nil, fmt.Errorf("%s, run %d: %w", path, run, err)
+				return fmt.Errorf("%s, run %d: %w", path, run, err)
 			}
 			fmt.Printf("run %d  %-32s %8.0f MiB/s  setup %6.1f ms  relay %.3f core-s/GiB\n", run, path, s.MiBs, s.SetupMs, s.RelayCPUPerGiB)
 			r.Paths[path] = append(r.Paths[path], s)
 		}
 	}
-	return reachSection(r), nil
+	return nil
 }
 
 // reachOnce links two fresh devices by path and moves size bytes one way.
@@ -234,7 +292,32 @@ func procCPU(pid int) (time.Duration, error) {
 
 func reachSection(r reachReport) *Section {
 	var b strings.Builder
-	fmt.Fprintf(&b, "One stream of %s from one device's TLS to the other's, on loopback: directly, and "+
+	title := "Reach: relayed against direct"
+	if len(r.Paths) > 0 {
+		b.WriteString("### On loopback\n\n")
+		reachLoopbackMarkdown(&b, r)
+		title += ", on loopback"
+	}
+	if r.Lab != nil {
+		if len(r.Paths) > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("### In a lab of network namespaces behind NAT routers\n\n")
+		if r.Lab.Skipped != "" {
+			fmt.Fprintf(&b, "Not measured on this machine: %s.\n", r.Lab.Skipped)
+		} else {
+			labMarkdown(&b, *r.Lab)
+			if len(r.Paths) > 0 {
+				title += " and"
+			}
+			title += " in a NAT lab"
+		}
+	}
+	return &Section{Title: title, Markdown: b.String(), Raw: r}
+}
+
+func reachLoopbackMarkdown(b *strings.Builder, r reachReport) {
+	fmt.Fprintf(b, "One stream of %s from one device's TLS to the other's, on loopback: directly, and "+
 		"through a `peerfs relay serve` process by raw TLS (the relay splices the two TCP sockets in "+
 		"the kernel) and by WebSocket inside the relay's TLS (a user-space copy and the relay's cipher). "+
 		"%d rounds, each running every path once; medians with min-max. \"of direct\" compares each "+
@@ -270,9 +353,4 @@ func reachSection(r reachReport) *Section {
 	b.WriteString("\nThe devices and the relay share the machine's cores, so on loopback the relayed throughput " +
 		"measures the machine as much as the relay; the relay's CPU per GiB is the figure that carries over " +
 		"to a real network.\n")
-	return &Section{
-		Title:    fmt.Sprintf("Reach: %s relayed against direct, and the relay's CPU", spelledSize(r.Size)),
-		Markdown: b.String(),
-		Raw:      r,
-	}
 }

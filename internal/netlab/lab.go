@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"testing"
 )
 
 // labSeq numbers the labs of one process, for unique namespace names.
@@ -20,7 +19,7 @@ const maxAttach = 62
 
 // New builds an empty lab: the internet namespace. It skips the test, saying why, where the
 // lab cannot run (not Linux, no CAP_NET_ADMIN, no `ip` or `nft`).
-func New(t testing.TB) *Lab {
+func New(t TB) *Lab {
 	t.Helper()
 	if why := unsupported(); why != "" {
 		t.Skip("netlab: " + why)

@@ -2,7 +2,8 @@
 // namespace that routes between public hosts and home routers, NAT routers built with
 // nftables, and hosts behind them. Tests run programs inside a namespace (a command, or a Go
 // function of the test binary re-executed there), capture an interface's traffic, and cut a
-// path mid-test. Its job is the network, never what runs on it. Tests only.
+// path mid-test. Its job is the network, never what runs on it. Tests drive it through their
+// testing.TB; a program that is not a test (peerfs-bench's reach suite) through its own TB.
 //
 // The lab drives iproute2 (`ip`) and nftables (`nft`) by exec; it needs CAP_NET_ADMIN. Where
 // those are missing, or on other systems, New skips the test with a message saying what is
@@ -24,7 +25,6 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"testing"
 )
 
 // NAT is how a router translates its LAN hosts' connections to the internet.
@@ -60,10 +60,23 @@ type RouterOptions struct {
 	OnlyHTTPS bool
 }
 
+// TB is what the lab needs of the test that owns it; testing.TB has all of it. Fatal and
+// Skip must not return (testing's end the test's goroutine), and Cleanup's functions run,
+// last first, when the test ends.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Skipf(format string, args ...any)
+}
+
 // Lab is one test's network. Build it with New; everything in it is deleted when the test
 // ends.
 type Lab struct {
-	t      testing.TB
+	t      TB
 	prefix string // of every namespace name
 	inet   *Host  // the "internet": routes between attachments, holds the cut set
 
