@@ -98,7 +98,7 @@ func (n *Node) serveIncoming(ctx context.Context, raw net.Conn, how linkPath) {
 			return
 		}
 		if conn.Provisional { // a pairing (pair.go); never a trusted peer's link
-			n.acceptPairing(ctx, conn)
+			n.acceptPairing(ctx, conn, how)
 			return
 		}
 		n.attachVia(conn, how)

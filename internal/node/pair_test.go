@@ -1,18 +1,21 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/node"
 	"github.com/peerfs/peerfs/internal/pair"
 	"github.com/peerfs/peerfs/internal/peertest"
 	"github.com/peerfs/peerfs/internal/transport"
@@ -245,4 +248,47 @@ func TestPairCanceledClosesWindow(t *testing.T) {
 	}
 	// And a new pairing can start.
 	showPairCode(t, a, api.PairParams{})
+}
+
+// TestPairThroughRelay: two devices that share a relay, with LAN discovery off and no
+// address, pair by code through the relay, then trust each other, link through the relay
+// and pull from each other.
+func TestPairThroughRelay(t *testing.T) {
+	srv, u := startRelay(t)
+	opts := func(o *node.Options) { o.KeepRelayed = true }
+	a, b := peertest.StartWith(t, "alpha", "", opts), peertest.StartWith(t, "beta", "", opts)
+	addRelay(a, u)
+	addRelay(b, u)
+	code, out := showPairCode(t, a, api.PairParams{})
+	res, err := b.N.Pair(context.Background(), api.PairParams{Code: code}, func(api.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := wait(t, out)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if res.Name != "alpha" || res.DeviceID != a.ID.ID || o.res.Name != "beta" || o.res.DeviceID != b.ID.ID {
+		t.Fatalf("results: %+v, %+v", res, o.res)
+	}
+	// Paired through the relay, neither remembers an address: the relay's is not the peer's.
+	if res.Addr != "" || o.res.Addr != "" {
+		t.Errorf("addresses remembered: %q and %q", res.Addr, o.res.Addr)
+	}
+	if srv.Stats().Sessions == 0 {
+		t.Errorf("the relay paired no session: %+v", srv.Stats())
+	}
+	waitPath(t, a, "beta", api.PathRelayed, 15*time.Second)
+	waitPath(t, b, "alpha", api.PathRelayed, 15*time.Second)
+
+	dir := t.TempDir()
+	peertest.WriteRandomFile(t, filepath.Join(dir, "f.bin"), 1<<20, 3)
+	a.Share("docs", dir, true, "beta")
+	dest := filepath.Join(t.TempDir(), "f.bin")
+	if _, err := b.N.Pull(context.Background(), api.PullParams{Peer: "alpha", Share: "docs", Path: "f.bin", Dest: dest}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(peertest.FileHash(t, dest), peertest.FileHash(t, filepath.Join(dir, "f.bin"))) {
+		t.Fatal("pulled file differs")
+	}
 }
