@@ -267,9 +267,18 @@ func (n *Node) pairJoin(ctx context.Context, code pair.Code, p api.PairParams, t
 	return n.addPaired(ctx, res, addr, p.Name)
 }
 
-// pairLookupWait bounds the search of the LAN for the device showing a code: it answers
-// within a second or two when it is there (discover's lookupRequery).
-const pairLookupWait = 15 * time.Second
+const (
+	// pairLookupWait bounds the search of the LAN for the device showing a code. That
+	// device announces the code's tag unasked as it shows it, and answers each query of
+	// the lookup, which asks again every second (discover's lookupRequery): five queries
+	// unanswered mean it is not on this network. mDNS has no negative answer, so the
+	// bound is what a code nobody shows costs on the LAN.
+	pairLookupWait = 5 * time.Second
+	// pairRelayWait bounds a dialling join at one relay for the device showing a code: it
+	// waits there all along, so a meeting takes a round trip; the bound covers its joining
+	// again after a stream that did not take the code (a round trip and the relay's TLS).
+	pairRelayWait = 3 * time.Second
+)
 
 // pairPath is one way to the device showing a code, ready for the provisional handshake.
 type pairPath struct {
@@ -442,13 +451,12 @@ func (n *Node) pairLAN(ctx context.Context, d *discover.Service, race *pairRace)
 }
 
 // pairRelay meets the device showing race's code at rc's relay and tries the stream; it
-// reports whether it won the race. The showing device already waits there, so the meeting
-// takes a round trip to the relay; relayDialWait covers its joining again meanwhile.
+// reports whether it won the race, within pairRelayWait.
 func (n *Node) pairRelay(ctx context.Context, rc *relayClient, race *pairRace) bool {
 	via := rc.url.Redacted()
 	tr := rc.transportNow()
 	for {
-		dctx, cancel := context.WithTimeout(ctx, relayDialWait)
+		dctx, cancel := context.WithTimeout(ctx, pairRelayWait)
 		var joined atomic.Bool
 		opts := &relay.Options{Transport: tr, DialContext: dialDeadPath, Joined: func() { joined.Store(true) }}
 		id := relay.ID(race.code.RelayID(pair.RelayEpochOf(time.Now())))

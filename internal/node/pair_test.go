@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,5 +291,25 @@ func TestPairThroughRelay(t *testing.T) {
 	}
 	if !bytes.Equal(peertest.FileHash(t, dest), peertest.FileHash(t, filepath.Join(dir, "f.bin"))) {
 		t.Fatal("pulled file differs")
+	}
+}
+
+// TestPairUnknownCodeEndsSoon: a code that no device shows, looked for on the LAN (loopback)
+// and at a relay, ends with code_used once both searches have answered, well before the
+// 15 s the LAN search alone used to wait. (A bound on behaviour, generous for a loaded
+// machine, not a performance figure.)
+func TestPairUnknownCodeEndsSoon(t *testing.T) {
+	lo := loopbackName(t)
+	_, u := startRelay(t)
+	b := peertest.StartWith(t, "beta", "", discovering(lo))
+	addRelay(b, u)
+	start := time.Now()
+	_, err := b.N.Pair(context.Background(), api.PairParams{Code: "7-apple-brave-cloud"}, func(api.Event) {})
+	took := time.Since(start)
+	if codeOf(err) != api.CodeCodeUsed || !strings.Contains(err.Error(), "on this network or at this device's relays") {
+		t.Fatalf("unknown code: %v, want %s naming both searches", err, api.CodeCodeUsed)
+	}
+	if took > 12*time.Second {
+		t.Errorf("an unknown code took %v to fail", took)
 	}
 }
