@@ -313,3 +313,34 @@ func TestPairUnknownCodeEndsSoon(t *testing.T) {
 		t.Errorf("an unknown code took %v to fail", took)
 	}
 }
+
+// TestPairThroughRelayWrongCode: at a relay as on a LAN, the right number with wrong words
+// fails as a wrong code on both devices, and neither trusts anything.
+func TestPairThroughRelayWrongCode(t *testing.T) {
+	_, u := startRelay(t)
+	a, b := peertest.Start(t, "alpha", ""), peertest.Start(t, "beta", "")
+	addRelay(a, u)
+	addRelay(b, u)
+	code, out := showPairCode(t, a, api.PairParams{})
+	c, err := pair.Parse(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := c
+	wrong.Words[0] = "abandon"
+	if c.Words[0] == "abandon" {
+		wrong.Words[0] = "ability"
+	}
+	_, err = b.N.Pair(context.Background(), api.PairParams{Code: wrong.String()}, func(api.Event) {})
+	if codeOf(err) != api.CodeWrongCode {
+		t.Errorf("joiner with wrong words: %v, want %s", err, api.CodeWrongCode)
+	}
+	if o := wait(t, out); codeOf(o.err) != api.CodeWrongCode {
+		t.Errorf("shower: %v, want %s", o.err, api.CodeWrongCode)
+	}
+	for _, n := range []*peertest.Node{a, b} {
+		if st, err := n.N.Status(context.Background()); err != nil || len(st.Peers) != 0 {
+			t.Errorf("%s trusts %+v (%v) after a wrong code", n.Name, st.Peers, err)
+		}
+	}
+}
