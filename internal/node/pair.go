@@ -37,7 +37,7 @@ import (
 //  2. at every relay it uses, the showing device waits in a listening join under the code's
 //     relay IDs (pair.Code.RelayID, nameplate and epoch only: pairRelayLoop); the typing
 //     device joins each of its relays under the current one and runs the same provisional
-//     TLS inside the spliced stream (pairRelay), after giving the LAN relayHeadStart;
+//     TLS inside the spliced stream (pairRelay), after giving the LAN pairRelayHeadStart;
 //  3. the provisional handshakes of the typing device run one at a time (pairRace): the
 //     first that gets through takes the code, and a refused one leaves it to the next path.
 
@@ -278,6 +278,12 @@ const (
 	// waits there all along, so a meeting takes a round trip; the bound covers its joining
 	// again after a stream that did not take the code (a round trip and the relay's TLS).
 	pairRelayWait = 3 * time.Second
+	// pairRelayHeadStart is how long the LAN search goes alone before the relays are asked:
+	// on a LAN the device showing the code answers the first query within a few ms, and
+	// the lookup gathers 100 ms more (discover's lookupGather); a device found there is
+	// reached without the relay's hop, and remembered at its address. Past it, a pairing
+	// across networks should not wait longer.
+	pairRelayHeadStart = 500 * time.Millisecond
 )
 
 // pairPath is one way to the device showing a code, ready for the provisional handshake.
@@ -387,7 +393,7 @@ func (n *Node) pairFind(ctx context.Context, code pair.Code) (*transport.Conn, s
 			defer wg.Done()
 			if d != nil {
 				// The LAN first: a device found there is reached without a relay's hop.
-				t := time.NewTimer(relayHeadStart)
+				t := time.NewTimer(pairRelayHeadStart)
 				select {
 				case <-t.C:
 				case <-lanDone:

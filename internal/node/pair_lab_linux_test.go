@@ -5,6 +5,7 @@ package node_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,40 +34,15 @@ func TestLabPairThroughRelay(t *testing.T) {
 	a.start()
 	b.start()
 
-	show := a.host.Command(a.bin, "--home", a.home, "--json", "pair")
-	stdout, err := show.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	showErr := &labBuffer{}
-	show.Stderr = showErr
-	if err := show.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if show.ProcessState == nil {
-			show.Process.Kill()
-			show.Wait()
-		}
-	})
-	lines := bufio.NewScanner(stdout)
-	var first struct{ Code string }
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &first) != nil || first.Code == "" {
-		t.Fatalf("peerfs pair's first line %q: %s", lines.Text(), showErr)
-	}
-
+	code, shown := labPairShow(t, a)
 	start := time.Now()
-	out := b.cli("pair", first.Code)
+	out := b.cli("pair", code)
 	t.Logf("figures: peerfs pair CODE returned in %v through the relay", time.Since(start).Round(time.Millisecond))
 	if !strings.HasPrefix(out, "paired with laptop (") {
 		t.Errorf("joiner printed %q", out)
 	}
-	var last string
-	for lines.Scan() {
-		last = lines.Text()
-	}
-	if err := show.Wait(); err != nil || !strings.Contains(last, `"name":"desktop"`) {
-		t.Fatalf("shower: %v, last line %q: %s", err, last, showErr)
+	if last, err := shown(); err != nil || !strings.Contains(last, `"name":"desktop"`) {
+		t.Fatalf("shower: %v, last line %q", err, last)
 	}
 	for _, c := range []struct {
 		d    *labDevice
@@ -113,4 +89,73 @@ func TestLabPairThroughRelay(t *testing.T) {
 	}
 	// And they punch a direct path as any two peers that met at the relay.
 	b.waitPath("laptop", api.PathPunched, 60*time.Second)
+}
+
+// labPairShow runs "peerfs pair" for d in its namespace and returns the code it shows, and a
+// function that waits for it to end and returns its last line.
+func labPairShow(t *testing.T, d *labDevice) (string, func() (string, error)) {
+	t.Helper()
+	show := d.host.Command(d.bin, "--home", d.home, "--json", "pair")
+	stdout, err := show.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	showErr := &labBuffer{}
+	show.Stderr = showErr
+	if err := show.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if show.ProcessState == nil {
+			show.Process.Kill()
+			show.Wait()
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	var first struct{ Code string }
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &first) != nil || first.Code == "" {
+		t.Fatalf("peerfs pair's first line %q: %s", lines.Text(), showErr)
+	}
+	return first.Code, func() (string, error) {
+		var last string
+		for lines.Scan() {
+			last = lines.Text()
+		}
+		if err := show.Wait(); err != nil {
+			return last, fmt.Errorf("%v: %s", err, showErr)
+		}
+		return last, nil
+	}
+}
+
+// TestLabPairSameLANWithRelay: two devices on one LAN that also share a relay pair over the
+// LAN, which answers before the relays are asked: each remembers the other's LAN address.
+func TestLabPairSameLANWithRelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lab test: runs daemons in network namespaces")
+	}
+	lab := netlab.New(t)
+	relayHost := lab.Public("relay")
+	home := lab.Router("home", netlab.RouterOptions{NAT: netlab.HomeNAT})
+	h1, h2 := home.AddHost("laptop"), home.AddHost("desktop")
+	r := startLabRelay(t, relayHost, t.TempDir())
+	a, b := newLabDevice(t, "laptop", h1), newLabDevice(t, "desktop", h2)
+	a.cli("relay", "add", r.url)
+	b.cli("relay", "add", r.url)
+	a.start()
+	b.start()
+	code, shown := labPairShow(t, a)
+	var res struct{ Name, Addr string }
+	if err := json.Unmarshal([]byte(b.cli("--json", "pair", code)), &res); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := shown(); err != nil || !strings.Contains(last, `"name":"desktop"`) {
+		t.Fatalf("shower: %v, last line %q", err, last)
+	}
+	if res.Name != "laptop" || !strings.HasPrefix(res.Addr, h1.Addr.String()+":") {
+		t.Errorf("paired with %+v; want laptop at its LAN address %s", res, h1.Addr)
+	}
+	if _, sessions := r.metrics(); sessions != 0 {
+		t.Errorf("the relay holds %v sessions after a pairing on the LAN", sessions)
+	}
 }
