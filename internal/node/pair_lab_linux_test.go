@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/peerfs/peerfs/internal/api"
+	"github.com/peerfs/peerfs/internal/identity"
 	"github.com/peerfs/peerfs/internal/netlab"
 )
 
@@ -34,6 +35,7 @@ func TestLabPairThroughRelay(t *testing.T) {
 	a.start()
 	b.start()
 
+	capture := relayHost.Capture(relayHost.Iface)
 	code, shown := labPairShow(t, a)
 	start := time.Now()
 	out := b.cli("pair", code)
@@ -43,6 +45,23 @@ func TestLabPairThroughRelay(t *testing.T) {
 	}
 	if last, err := shown(); err != nil || !strings.Contains(last, `"name":"desktop"`) {
 		t.Fatalf("shower: %v, last line %q", err, last)
+	}
+	// What the relay handled holds neither the code nor a device ID or name: the join
+	// names the code's relay IDs, and the rest is the devices' TLS.
+	capture.Stop()
+	secrets := map[string]string{"the code": code, "the code's words": strings.SplitN(code, "-", 2)[1],
+		"laptop's device ID": a.id, "desktop's device ID": b.id, "laptop's name": "laptop", "desktop's name": "desktop"}
+	for _, d := range []*labDevice{a, b} {
+		id, err := identity.ParseDeviceID(d.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[d.name+"'s raw device ID"] = string(id[:])
+	}
+	for what, v := range secrets {
+		if seen, err := capture.Contains([]byte(v)); err != nil || seen {
+			t.Errorf("%s (%q) seen at the relay: %v, %v", what, v, seen, err)
+		}
 	}
 	for _, c := range []struct {
 		d    *labDevice
