@@ -492,6 +492,17 @@ func (n *Node) pairRelay(ctx context.Context, rc *relayClient, race *pairRace) b
 func (n *Node) pairRelayLoop(ctx context.Context, rc *relayClient, w *pairWindow) {
 	via := rc.url.Redacted()
 	backoff := backoffMin
+	// One warning per pairing, then debug lines: a relay down for the code's 5 minutes
+	// would otherwise log every few seconds.
+	warned := false
+	warnOnce := func(msg string, args ...any) {
+		if warned {
+			n.log.Debug(msg, args...)
+			return
+		}
+		warned = true
+		n.log.Warn(msg, args...)
+	}
 	for ctx.Err() == nil {
 		// The previous, current and next epochs' IDs, as relay.ListenIDs: a typing device
 		// whose clock is up to an epoch off still meets this one.
@@ -512,12 +523,12 @@ func (n *Node) pairRelayLoop(ctx context.Context, rc *relayClient, w *pairWindow
 		case errors.Is(err, relay.ErrReplaced):
 			// Another device waits at this relay under the same number: the newer join
 			// wins there, so joining again at once would only take turns with it.
-			n.log.Warn("pairing: another device shows a code with the same number at this relay; waiting there in turns with it",
+			warnOnce("pairing: another device shows a code with the same number at this relay; waiting there in turns with it",
 				"relay", via, "nameplate", w.code.Nameplate)
 		case rc.failed(tr, err):
 			continue
 		default:
-			n.log.Warn("pairing: cannot wait at the relay", "relay", via, "err", err)
+			warnOnce("pairing: cannot wait at the relay; retrying with backoff", "relay", via, "err", err)
 		}
 		t := time.NewTimer(jitter(backoff))
 		select {

@@ -19,6 +19,7 @@ import (
 	"github.com/peerfs/peerfs/internal/node"
 	"github.com/peerfs/peerfs/internal/pair"
 	"github.com/peerfs/peerfs/internal/peertest"
+	"github.com/peerfs/peerfs/internal/relay"
 	"github.com/peerfs/peerfs/internal/transport"
 )
 
@@ -343,4 +344,33 @@ func TestPairThroughRelayWrongCode(t *testing.T) {
 			t.Errorf("%s trusts %+v (%v) after a wrong code", n.Name, st.Peers, err)
 		}
 	}
+}
+
+// TestPairUnreachableRelayWarnsOnce: a relay that cannot be reached while a code waits is
+// retried with backoff and warned about once, not at every attempt.
+func TestPairUnreachableRelayWarnsOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	a := peertest.Start(t, "alpha", "")
+	addRelay(a, relay.URL{Host: dead, ID: newID(t)})
+	_, out := showPairCode(t, a, api.PairParams{TimeoutSeconds: 4})
+	if o := wait(t, out); codeOf(o.err) != api.CodeCodeExpired {
+		t.Fatalf("the code ended with %v, want %s", o.err, api.CodeCodeExpired)
+	}
+	if warned := a.Logged("cannot wait at the relay"); len(warned) != 1 {
+		t.Errorf("%d warnings about the relay in 4 s, want 1: %q", len(warned), warned)
+	}
+}
+
+func newID(t *testing.T) identity.DeviceID {
+	t.Helper()
+	id, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.ID
 }
