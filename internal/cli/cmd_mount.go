@@ -46,7 +46,8 @@ The mount shows as fuse.peerfs in /proc/mounts; unmount with "peerfs unmount" or
 until it is unmounted.
 
 With --foreground this process serves the mount itself, without a daemon, like sshfs: it
-dials the peer (which needs an address, see "peerfs peer add --addr"), logs to stderr and
+dials the peer (at its address, where LAN discovery hears it, or through a relay you both
+use; it cannot be dialled itself), logs to stderr and
 serves until SIGINT or SIGTERM (then it unmounts and exits 0) or until the mount is
 unmounted from outside. It listens for no peer, keeps its own cache per mount point, and
 may run beside the daemon of the same home. It is not remembered.`,

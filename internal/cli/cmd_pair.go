@@ -36,8 +36,9 @@ name the other chose (or --name), remembers where to reach it and connects.
 
 A code works once: a wrong code ends the pairing on both devices; start again with a new
 one. The daemon must be running on both devices. The device that types the code finds
-the other on the local network by the code's number (LAN discovery); elsewhere, or with
-discovery off, give its peer address with --addr (the "listen" of "peerfs status" there).`,
+the other on the local network by the code's number (LAN discovery), or at a relay both
+use ("peerfs relay add"); elsewhere, or with discovery off and no common relay, give its
+peer address with --addr (the "listen" of "peerfs status" there).`,
 		Example: `  peerfs pair
   peerfs pair 42-apple-brave-cloud --name desktop
   peerfs pair 42-apple-brave-cloud --addr desktop.example.net:7462`,

@@ -20,13 +20,20 @@ import (
 // test ends, and returns its peer address.
 func startDaemon(t *testing.T, home string) string {
 	t.Helper()
+	return startDaemonWith(t, home, daemon.Options{})
+}
+
+// startDaemonWith is startDaemon with opts (Paths and Listen are set here).
+func startDaemonWith(t *testing.T, home string, opts daemon.Options) string {
+	t.Helper()
 	p, err := config.ResolvePaths(home)
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.Paths, opts.Listen = p, "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, daemon.Options{Paths: p, Listen: "127.0.0.1:0"}) }()
+	go func() { done <- daemon.Run(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -162,6 +169,40 @@ func TestPairDaemons(t *testing.T) {
 	}
 	if exit, _ := s.wait(t); exit != ExitAlreadyTrusted {
 		t.Errorf("shower pairing again: exit %d, want %d", exit, ExitAlreadyTrusted)
+	}
+}
+
+// TestPairDaemonsThroughRelay: two daemons with LAN discovery off that use the same relay
+// ("peerfs relay serve") pair by code through it, remember no address, and list and pull
+// each other's share through the relay.
+func TestPairDaemonsThroughRelay(t *testing.T) {
+	url := startRelayCmd(t)
+	a, b := initHomes(t)
+	for _, home := range []string{a, b} {
+		mustRun(t, home, "relay", "add", url)
+		startDaemonWith(t, home, daemon.Options{NoDiscovery: true})
+	}
+	s := startPairShow(t, a)
+	if out := mustRun(t, b, "pair", s.code); !strings.HasPrefix(out, "paired with alpha (") {
+		t.Errorf("joiner printed %q", out)
+	}
+	if exit, last := s.wait(t); exit != 0 || !strings.Contains(last, `"name":"beta-laptop"`) {
+		t.Fatalf("shower: exit %d, last line %q", exit, last)
+	}
+	pa, pb := peerList(t, a), peerList(t, b)
+	if len(pa) != 1 || len(pb) != 1 || pa[0].Addr != "" || pb[0].Addr != "" {
+		t.Fatalf("peers after pairing through the relay: alpha has %+v, beta has %+v", pa, pb)
+	}
+	dirA := t.TempDir()
+	os.WriteFile(filepath.Join(dirA, "hello.txt"), []byte("from alpha"), 0o644)
+	mustRun(t, a, "share", "add", "docs", dirA, "--peer", "beta-laptop")
+	if out := mustRun(t, b, "ls", "alpha:docs"); !strings.Contains(out, "hello.txt") {
+		t.Errorf("ls alpha:docs = %q", out)
+	}
+	dest := filepath.Join(t.TempDir(), "got.txt")
+	mustRun(t, b, "pull", "alpha:docs/hello.txt", dest)
+	if got, err := os.ReadFile(dest); err != nil || string(got) != "from alpha" {
+		t.Errorf("pulled %q, %v", got, err)
 	}
 }
 

@@ -33,6 +33,13 @@ const (
 	// adds one more; 8 leaves room for a few devices behind one NAT reconnecting together,
 	// and keeps one source to an eighth of maxHandshakes.
 	maxHandshakesPerSource = 8
+	// maxHandshakesPerRelay bounds handshakes in progress on streams paired at one relay,
+	// which all come from the relay's address: every peer that reaches this device through
+	// that relay shares it, so the per-source cap would let 8 of them link at once (all of
+	// them reconnect together when the relay restarts). A stream reaches us only through a
+	// join that named one of our rendezvous IDs, which a stranger cannot compute, or a
+	// pairing code's; half of maxHandshakes leaves the other half to direct connections.
+	maxHandshakesPerRelay = maxHandshakes / 2
 	// acceptBackoffMin and acceptBackoffMax pace retries after a failed Accept (EMFILE,
 	// ENFILE, ECONNABORTED, ...), as net/http's Server.Serve does: the error usually clears
 	// when connections close, and returning would stop incoming links until a restart.
@@ -75,7 +82,11 @@ func (n *Node) acceptLoop(ctx context.Context) {
 func (n *Node) serveIncoming(ctx context.Context, raw net.Conn, how linkPath) {
 	setDeadPathTimeout(raw)
 	hctx, cancel := context.WithCancel(ctx)
-	h := &handshake{src: sourceOf(raw.RemoteAddr()), from: raw.RemoteAddr().String(), cancel: cancel, start: time.Now()}
+	h := &handshake{src: handshakeSource{addr: sourceOf(raw.RemoteAddr())}, from: raw.RemoteAddr().String(), cancel: cancel, start: time.Now()}
+	if how.relayed() {
+		// Counted per relay, not by the relay's address (maxHandshakesPerRelay).
+		h.src = handshakeSource{relay: how.via}
+	}
 	evicted, reason := n.gate.enter(h)
 	if reason != "" {
 		cancel()
@@ -98,7 +109,7 @@ func (n *Node) serveIncoming(ctx context.Context, raw net.Conn, how linkPath) {
 			return
 		}
 		if conn.Provisional { // a pairing (pair.go); never a trusted peer's link
-			n.acceptPairing(ctx, conn)
+			n.acceptPairing(ctx, conn, how)
 			return
 		}
 		n.attachVia(conn, how)
@@ -120,9 +131,24 @@ func sourceOf(a net.Addr) netip.Prefix {
 	return p
 }
 
+// handshakeSource is what a per-source cap counts: the source address of a connection
+// accepted on the listener, or the relay a stream was paired at.
+type handshakeSource struct {
+	addr  netip.Prefix
+	relay string // the relay's URL without its token; "" for the listener
+}
+
+// limit is the cap of handshakes in progress from s.
+func (s handshakeSource) limit() int {
+	if s.relay != "" {
+		return maxHandshakesPerRelay
+	}
+	return maxHandshakesPerSource
+}
+
 // handshake is one handshake in progress.
 type handshake struct {
-	src      netip.Prefix
+	src      handshakeSource
 	from     string // remote address, for the log
 	start    time.Time
 	cancel   context.CancelFunc // aborts the handshake
@@ -140,7 +166,7 @@ func admitted(hello *tls.ClientHelloInfo) {
 	}
 }
 
-// handshakeGate counts handshakes in progress, in all and by source.
+// handshakeGate counts handshakes in progress, in all and by source (an address, or a relay).
 //
 // When all maxHandshakes slots are taken, a new connection takes the slot of the oldest
 // handshake whose ClientHello has not been admitted: strangers' idle connections from many
@@ -150,7 +176,7 @@ func admitted(hello *tls.ClientHelloInfo) {
 type handshakeGate struct {
 	mu       sync.Mutex
 	inFlight map[*handshake]struct{}
-	bySource map[netip.Prefix]int
+	bySource map[handshakeSource]int
 }
 
 // enter admits h, or returns why not. It may return a handshake evicted to make room, which
@@ -160,9 +186,12 @@ func (g *handshakeGate) enter(h *handshake) (evicted *handshake, refused string)
 	defer g.mu.Unlock()
 	if g.inFlight == nil {
 		g.inFlight = map[*handshake]struct{}{}
-		g.bySource = map[netip.Prefix]int{}
+		g.bySource = map[handshakeSource]int{}
 	}
-	if g.bySource[h.src] >= maxHandshakesPerSource {
+	if g.bySource[h.src] >= h.src.limit() {
+		if h.src.relay != "" {
+			return nil, fmt.Sprintf("over %d handshakes in progress through one relay", maxHandshakesPerRelay)
+		}
 		return nil, fmt.Sprintf("over %d handshakes in progress from one address", maxHandshakesPerSource)
 	}
 	if len(g.inFlight) >= maxHandshakes {

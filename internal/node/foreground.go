@@ -4,14 +4,16 @@ package node
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/peerfs/peerfs/internal/api"
 )
 
 // ServeMount is "peerfs mount --foreground": it runs a standalone node (Options.Standalone)
 // that serves one mount without a daemon, like sshfs. The node dials the peer (it binds no
-// listener, so the peer needs an address), mounts, and serves until ctx ends, then unmounts
-// and returns nil; or until the mount is unmounted from outside (fusermount3 -u, or
+// listener): at its address, where LAN discovery hears it, or through a relay; then it
+// mounts, and serves until ctx ends, then unmounts and returns nil; or until the mount is unmounted from outside (fusermount3 -u, or
 // "peerfs unmount" through its own control socket), and returns nil too. mounted is called
 // once the mount is up.
 //
@@ -22,10 +24,16 @@ func (n *Node) ServeMount(ctx context.Context, a api.MountParams, mounted func(*
 	if err != nil {
 		return err
 	}
-	if p.addr() == "" && len(n.relayClients()) == 0 {
-		return api.Errorf(api.CodePeerUnreachable, "peer %s has no address and no relay is configured, and a foreground mount only dials out: "+
-			"mount through the daemon (without --foreground), give the peer an address (\"peerfs peer set %s --addr HOST:PORT\") "+
-			"or add a relay you both use (\"peerfs relay add URL\")", a.Peer, a.Peer)
+	// The node binds no listener: it reaches the peer at its address, at an address LAN
+	// discovery hears it at, or through a relay; with none of the three it never can.
+	n.mu.Lock()
+	lan := n.disc.on && n.cfg.DiscoveryOn()
+	n.mu.Unlock()
+	relays := len(n.relayClients()) > 0
+	if p.addr() == "" && !relays && !lan {
+		return api.Errorf(api.CodePeerUnreachable, "peer %s has no address, no relay is configured and LAN discovery is off, and a foreground mount only dials out: "+
+			"mount through the daemon (without --foreground), give the peer an address (\"peerfs peer set %s --addr HOST:PORT\"), "+
+			"add a relay you both use (\"peerfs relay add URL\") or turn LAN discovery on", a.Peer, a.Peer)
 	}
 
 	// The links outlive ctx until the mount is down: the unmount may still flush.
@@ -42,6 +50,25 @@ func (n *Node) ServeMount(ctx context.Context, a api.MountParams, mounted func(*
 
 	m, err := n.mount(ctx, a, false)
 	if err != nil {
+		if api.CodeOf(err) == api.CodePeerUnreachable && p.addr() == "" {
+			var ways []string
+			if lan {
+				ways = append(ways, "on the LAN")
+			}
+			if relays {
+				ways = append(ways, "at the relays")
+			}
+			p.mu.Lock()
+			last := p.lastErr
+			p.mu.Unlock()
+			detail := ""
+			if last != nil && !errors.Is(last, errNoCandidate) {
+				detail = " (last attempt: " + last.Error() + ")"
+			}
+			return api.Errorf(api.CodePeerUnreachable, "peer %s was not found %s within %v%s, and a foreground mount only dials out: "+
+				"check that the peer's daemon runs, mount through the daemon (without --foreground), or give the peer an address (\"peerfs peer set %s --addr HOST:PORT\")",
+				a.Peer, strings.Join(ways, " or "), connectWait, detail, a.Peer)
+		}
 		return err
 	}
 	if mounted != nil {

@@ -211,3 +211,39 @@ func TestForegroundMountRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestForegroundMountFindsPeerByDiscovery: a foreground mount of a peer with no address and
+// no relay finds it through LAN discovery (here on loopback) and serves its share; with
+// discovery off as well, it is refused at once with what to do.
+func TestForegroundMountFindsPeerByDiscovery(t *testing.T) {
+	peertest.NeedFUSE(t)
+	lo := loopbackName(t)
+	a := peertest.StartWith(t, "alpha", "", discovering(lo))
+	b := peertest.StartWith(t, "beta", "", discovering(lo))
+	a.Trust(b, false)
+	b.Trust(a, false)
+	share := t.TempDir()
+	os.WriteFile(filepath.Join(share, "f.txt"), []byte("found"), 0o644)
+	a.Share("m", share, false, "beta")
+
+	dir := t.TempDir()
+	n, err := node.New(node.Options{Paths: b.Paths, Identity: b.ID, Standalone: true, Discovery: true, DiscoveryInterfaces: []string{lo},
+		CacheDir: b.Paths.MountCache(dir), Logger: slog.New(slog.NewTextHandler(logTo{t, "beta-fg"}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := serveMount(t, ctx, n, api.MountParams{Peer: "alpha", Share: "m", Dir: dir})
+	eventuallyReads(t, filepath.Join(dir, "f.txt"), "found")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeMount after cancel: %v", err)
+	}
+
+	// Discovery off, no address, no relay: nothing can find the peer.
+	err = standalone(t, b, t.TempDir()).ServeMount(context.Background(), api.MountParams{Peer: "alpha", Share: "m", Dir: t.TempDir()}, nil)
+	if api.CodeOf(err) != api.CodePeerUnreachable || !strings.Contains(err.Error(), "LAN discovery is off") {
+		t.Fatalf("with nothing to find the peer: %v", err)
+	}
+}

@@ -1,20 +1,25 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/peerfs/peerfs/internal/api"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/identity"
+	"github.com/peerfs/peerfs/internal/node"
 	"github.com/peerfs/peerfs/internal/pair"
 	"github.com/peerfs/peerfs/internal/peertest"
+	"github.com/peerfs/peerfs/internal/relay"
 	"github.com/peerfs/peerfs/internal/transport"
 )
 
@@ -245,4 +250,127 @@ func TestPairCanceledClosesWindow(t *testing.T) {
 	}
 	// And a new pairing can start.
 	showPairCode(t, a, api.PairParams{})
+}
+
+// TestPairThroughRelay: two devices that share a relay, with LAN discovery off and no
+// address, pair by code through the relay, then trust each other, link through the relay
+// and pull from each other.
+func TestPairThroughRelay(t *testing.T) {
+	srv, u := startRelay(t)
+	opts := func(o *node.Options) { o.KeepRelayed = true }
+	a, b := peertest.StartWith(t, "alpha", "", opts), peertest.StartWith(t, "beta", "", opts)
+	addRelay(a, u)
+	addRelay(b, u)
+	code, out := showPairCode(t, a, api.PairParams{})
+	res, err := b.N.Pair(context.Background(), api.PairParams{Code: code}, func(api.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := wait(t, out)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if res.Name != "alpha" || res.DeviceID != a.ID.ID || o.res.Name != "beta" || o.res.DeviceID != b.ID.ID {
+		t.Fatalf("results: %+v, %+v", res, o.res)
+	}
+	// Paired through the relay, neither remembers an address: the relay's is not the peer's.
+	if res.Addr != "" || o.res.Addr != "" {
+		t.Errorf("addresses remembered: %q and %q", res.Addr, o.res.Addr)
+	}
+	if srv.Stats().Sessions == 0 {
+		t.Errorf("the relay paired no session: %+v", srv.Stats())
+	}
+	waitPath(t, a, "beta", api.PathRelayed, 15*time.Second)
+	waitPath(t, b, "alpha", api.PathRelayed, 15*time.Second)
+
+	dir := t.TempDir()
+	peertest.WriteRandomFile(t, filepath.Join(dir, "f.bin"), 1<<20, 3)
+	a.Share("docs", dir, true, "beta")
+	dest := filepath.Join(t.TempDir(), "f.bin")
+	if _, err := b.N.Pull(context.Background(), api.PullParams{Peer: "alpha", Share: "docs", Path: "f.bin", Dest: dest}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(peertest.FileHash(t, dest), peertest.FileHash(t, filepath.Join(dir, "f.bin"))) {
+		t.Fatal("pulled file differs")
+	}
+}
+
+// TestPairUnknownCodeEndsSoon: a code that no device shows, looked for on the LAN (loopback)
+// and at a relay, ends with code_used once both searches have answered, well before the
+// 15 s the LAN search alone used to wait. (A bound on behaviour, generous for a loaded
+// machine, not a performance figure.)
+func TestPairUnknownCodeEndsSoon(t *testing.T) {
+	lo := loopbackName(t)
+	_, u := startRelay(t)
+	b := peertest.StartWith(t, "beta", "", discovering(lo))
+	addRelay(b, u)
+	start := time.Now()
+	_, err := b.N.Pair(context.Background(), api.PairParams{Code: "7-apple-brave-cloud"}, func(api.Event) {})
+	took := time.Since(start)
+	if codeOf(err) != api.CodeCodeUsed || !strings.Contains(err.Error(), "on this network or at this device's relays") {
+		t.Fatalf("unknown code: %v, want %s naming both searches", err, api.CodeCodeUsed)
+	}
+	if took > 12*time.Second {
+		t.Errorf("an unknown code took %v to fail", took)
+	}
+}
+
+// TestPairThroughRelayWrongCode: at a relay as on a LAN, the right number with wrong words
+// fails as a wrong code on both devices, and neither trusts anything.
+func TestPairThroughRelayWrongCode(t *testing.T) {
+	_, u := startRelay(t)
+	a, b := peertest.Start(t, "alpha", ""), peertest.Start(t, "beta", "")
+	addRelay(a, u)
+	addRelay(b, u)
+	code, out := showPairCode(t, a, api.PairParams{})
+	c, err := pair.Parse(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := c
+	wrong.Words[0] = "abandon"
+	if c.Words[0] == "abandon" {
+		wrong.Words[0] = "ability"
+	}
+	_, err = b.N.Pair(context.Background(), api.PairParams{Code: wrong.String()}, func(api.Event) {})
+	if codeOf(err) != api.CodeWrongCode {
+		t.Errorf("joiner with wrong words: %v, want %s", err, api.CodeWrongCode)
+	}
+	if o := wait(t, out); codeOf(o.err) != api.CodeWrongCode {
+		t.Errorf("shower: %v, want %s", o.err, api.CodeWrongCode)
+	}
+	for _, n := range []*peertest.Node{a, b} {
+		if st, err := n.N.Status(context.Background()); err != nil || len(st.Peers) != 0 {
+			t.Errorf("%s trusts %+v (%v) after a wrong code", n.Name, st.Peers, err)
+		}
+	}
+}
+
+// TestPairUnreachableRelayWarnsOnce: a relay that cannot be reached while a code waits is
+// retried with backoff and warned about once, not at every attempt.
+func TestPairUnreachableRelayWarnsOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	a := peertest.Start(t, "alpha", "")
+	addRelay(a, relay.URL{Host: dead, ID: newID(t)})
+	_, out := showPairCode(t, a, api.PairParams{TimeoutSeconds: 4})
+	if o := wait(t, out); codeOf(o.err) != api.CodeCodeExpired {
+		t.Fatalf("the code ended with %v, want %s", o.err, api.CodeCodeExpired)
+	}
+	if warned := a.Logged("cannot wait at the relay"); len(warned) != 1 {
+		t.Errorf("%d warnings about the relay in 4 s, want 1: %q", len(warned), warned)
+	}
+}
+
+func newID(t *testing.T) identity.DeviceID {
+	t.Helper()
+	id, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.ID
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/peerfs/peerfs/internal/node"
 	"github.com/peerfs/peerfs/internal/peertest"
 	"github.com/peerfs/peerfs/internal/relay"
+	"github.com/peerfs/peerfs/internal/transport"
 )
 
 // startRelay runs a relay on a loopback port for the test.
@@ -312,4 +313,45 @@ func TestRelayOverWebSocketWhenTLSBlocked(t *testing.T) {
 	if _, err := b.N.List(context.Background(), api.ListParams{Peer: "alpha"}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRelayedHandshakesCountPerRelay: streams paired at a relay all come from the relay's
+// address, yet more than the per-address cap (8) of them may be in their handshake at once:
+// with 9 stalled relayed streams in progress, a peer still links through the relay.
+func TestRelayedHandshakesCountPerRelay(t *testing.T) {
+	_, u := startRelay(t)
+	a, b := peertest.Start(t, "alpha", ""), peertest.Start(t, "beta", "")
+	a.Trust(b, false)
+	addRelay(a, u)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, _ := a.N.Status(context.Background())
+		if len(st.Relays) == 1 && st.Relays[0].Connected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alpha never waited at the relay: %+v", st.Relays)
+		}
+	}
+	meet := func() *relay.Session {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sess, err := relay.Dial(ctx, u, relay.RoleDial, []relay.ID{relay.DialID(b.ID.ID, a.ID.ID, time.Now())}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	// Streams that never send their ClientHello hold a handshake slot each until the
+	// handshake timeout (10 s).
+	for range 9 {
+		stalled := meet()
+		defer stalled.Close()
+	}
+	tcfg := &transport.Config{Identity: b.ID, Trusted: func() []identity.DeviceID { return []identity.DeviceID{a.ID.ID} }}
+	conn, err := transport.Client(context.Background(), meet(), tcfg, a.ID.ID)
+	if err != nil {
+		t.Fatalf("the peer's handshake through the relay behind 9 stalled ones: %v", err)
+	}
+	conn.Close()
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Code limits.
@@ -131,3 +132,35 @@ func (c Code) Tag() string {
 	h.Write(n[:])
 	return "pair" + hex.EncodeToString(h.Sum(nil)[:12])
 }
+
+// RelayIDLen is the length of a pairing rendezvous ID, that of a relay's rendezvous IDs.
+const RelayIDLen = 16
+
+// RelayEpoch is how long a pairing rendezvous ID stays the same: the epoch of the peers'
+// rendezvous IDs at a relay (relay.Epoch), so that the two rotate together.
+const RelayEpoch = time.Hour
+
+// RelayID is the rendezvous ID under which the device showing the code waits at its relays
+// and the device typing it meets it there, in epoch (Unix time / RelayEpoch):
+//
+//	id = first 16 bytes of SHA-256("peerfs relay pairing v1" || 0x00 || nameplate as 2 bytes big-endian
+//	                                || epoch as 8 bytes big-endian)
+//
+// Like Tag it is derived from the nameplate alone: the relay learns that some pairing met
+// under it, and when, but can test no guess of the words offline, and sees no device ID. Its
+// label differs from the peers' rendezvous IDs (HMACs under a key of both device IDs), so
+// the two cannot be confused; and it rotates with the epoch like them.
+func (c Code) RelayID(epoch int64) [RelayIDLen]byte {
+	h := sha256.New()
+	h.Write([]byte("peerfs relay pairing v1\x00"))
+	var b [10]byte
+	binary.BigEndian.PutUint16(b[:2], uint16(c.Nameplate))
+	binary.BigEndian.PutUint64(b[2:], uint64(epoch))
+	h.Write(b[:])
+	var id [RelayIDLen]byte
+	copy(id[:], h.Sum(nil))
+	return id
+}
+
+// RelayEpochOf is the pairing rendezvous epoch of t.
+func RelayEpochOf(t time.Time) int64 { return t.Unix() / int64(RelayEpoch/time.Second) }

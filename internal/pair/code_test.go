@@ -1,9 +1,11 @@
 package pair
 
 import (
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWordList(t *testing.T) {
@@ -71,5 +73,25 @@ func TestTagNameplateOnly(t *testing.T) {
 	}
 	if !strings.HasPrefix(a.Tag(), "pair") || len(a.Tag()) == 32 {
 		t.Errorf("tag %q must start with pair and differ in length from a hello tag", a.Tag())
+	}
+}
+
+// TestRelayIDNameplateOnly: the relay rendezvous ID depends on the nameplate and the epoch
+// alone (never the words), rotates with the epoch, and is pinned by a vector computed from
+// its definition, so that two versions of peerfs meet at a relay.
+func TestRelayIDNameplateOnly(t *testing.T) {
+	a := Code{Nameplate: 7, Words: [3]string{"apple", "brave", "cloud"}}
+	b := Code{Nameplate: 7, Words: [3]string{"zoo", "zone", "zero"}}
+	c := Code{Nameplate: 8, Words: a.Words}
+	if a.RelayID(500000) != b.RelayID(500000) || a.RelayID(500000) == c.RelayID(500000) || a.RelayID(500000) == a.RelayID(500001) {
+		t.Errorf("relay IDs do not depend on the nameplate and epoch alone")
+	}
+	// sha256("peerfs relay pairing v1\x00" || 0x0007 || 0x000000000007a120)[:16]
+	id := a.RelayID(500000)
+	if got := hex.EncodeToString(id[:]); got != "bbe163c33c64c93f80c9fbf178097f6e" {
+		t.Errorf("RelayID(7, 500000) = %s", got)
+	}
+	if RelayEpochOf(time.Unix(500000*3600+3599, 0)) != 500000 {
+		t.Error("epoch of the epoch's last second")
 	}
 }

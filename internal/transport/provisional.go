@@ -43,6 +43,18 @@ func DialProvisional(ctx context.Context, addr string, c *Config, serverName str
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
+	conn, err := ClientProvisional(ctx, raw, c, serverName)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// ClientProvisional is DialProvisional's handshake on raw, a stream already connected to the
+// device (a TCP connection, or a stream spliced through a relay). raw is closed on failure.
+func ClientProvisional(ctx context.Context, raw net.Conn, c *Config, serverName string) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
 	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -56,7 +68,7 @@ func DialProvisional(ctx context.Context, addr string, c *Config, serverName str
 	co := &coalescer{Conn: raw}
 	conn, err := handshake(ctx, tls.Client(co, cfg), co, c, true)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+		return nil, err
 	}
 	conn.Provisional = true
 	return conn, nil
