@@ -76,7 +76,7 @@ func pairOnce(ctx context.Context, o commonOptions, way string) (pairSample, err
 	if err != nil {
 		return pairSample{}, err
 	}
-	p := &peers{bin: bin, homeA: filepath.Join(dir, "alpha"), homeB: filepath.Join(dir, "beta"), clockTicks: 100}
+	p := &peers{bin: bin, homeA: filepath.Join(dir, "alpha"), homeB: filepath.Join(dir, "beta"), clockTicks: 100, discovery: true}
 	defer p.stop()
 	for i, h := range []struct{ home, name string }{{p.homeA, "alpha"}, {p.homeB, "beta"}} {
 		if _, err := p.cli(h.home, "init", "--name", h.name); err != nil {
