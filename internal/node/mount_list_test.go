@@ -5,8 +5,11 @@ package node_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMountListsFolderLargerThanReplyBudget: a folder whose listing is several times what
@@ -43,5 +46,46 @@ func TestMountListsFolderLargerThanReplyBudget(t *testing.T) {
 	}
 	if len(names) != n {
 		t.Fatalf("the mount lists %d names, want %d", len(names), n)
+	}
+}
+
+// TestMountLongListingAsksNoXattrPerEntry: ls -l asks for every entry's SELinux label and
+// POSIX ACL. A share serves neither (only user.* attributes), and the mount says so with
+// EOPNOTSUPP, which ls remembers for the whole file system, instead of ENODATA, which it
+// asks again for the next entry: each cost a FUSE request per entry. User attributes still
+// work through the mount afterwards (the kernel turns getxattr off only on ENOSYS).
+func TestMountLongListingAsksNoXattrPerEntry(t *testing.T) {
+	ls, err := exec.LookPath("ls")
+	if err != nil {
+		t.Skip("no ls")
+	}
+	m := mountShare(t)
+	const n = 200
+	dir := filepath.Join(m.share, "many")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint("f", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := opCalls(t, m, "xattr")
+	if out, err := exec.Command(ls, "-l", filepath.Join(m.mnt, "many")).CombinedOutput(); err != nil {
+		t.Fatalf("ls -l: %v: %s", err, out)
+	}
+	if got := opCalls(t, m, "xattr") - before; got > 4 {
+		t.Errorf("ls -l of %d files sent %d extended attribute requests, want at most 4", n, got)
+	}
+	buf := make([]byte, 64)
+	if _, err := unix.Lgetxattr(filepath.Join(m.mnt, "many", "f1"), "security.selinux", buf); err != unix.EOPNOTSUPP {
+		t.Errorf("security.selinux through the mount: %v, want EOPNOTSUPP", err)
+	}
+	p := filepath.Join(m.mnt, "many", "f2")
+	if err := unix.Lsetxattr(p, "user.note", []byte("kept"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := unix.Lgetxattr(p, "user.note", buf); err != nil || string(buf[:k]) != "kept" {
+		t.Fatalf("user.note through the mount after ls -l: %q, %v", buf[:max(k, 0)], err)
 	}
 }
