@@ -88,4 +88,9 @@ func TestMountLongListingAsksNoXattrPerEntry(t *testing.T) {
 	if k, err := unix.Lgetxattr(p, "user.note", buf); err != nil || string(buf[:k]) != "kept" {
 		t.Fatalf("user.note through the mount after ls -l: %q, %v", buf[:max(k, 0)], err)
 	}
+	// exec asks for security.capability: EOPNOTSUPP means none, as on a file system
+	// without extended attributes.
+	if out, err := exec.Command("sh", "-c", "cp \"$0\" \"$1\" && \"$1\"", ls, filepath.Join(m.mnt, "ls")).CombinedOutput(); err != nil {
+		t.Fatalf("running a program from the mount: %v: %s", err, out)
+	}
 }
