@@ -28,13 +28,16 @@ import (
 // an empty chunk cache and a fresh mount for peerfs, a fresh mount for sshfs.
 //
 // With --large, a folder of --large-files small files (default 1,000,000 of 512 bytes, seed
-// 004's second table) is also created, listed, read and deleted, through peerfs and natively;
+// 004's second table) is also created, listed (getdents as ls -f, then the system's ls -l),
+// read and deleted, through peerfs and natively;
 // listing and reading start from a fresh mount (an empty replica), with the owner's page
 // cache left warm. On the 2-core VM of BENCHMARKS.md a file costs about 0.9 ms to create and
 // 0.3 ms to delete through peerfs, so one run of a million takes about half an hour; and beta's
 // daemon holds the listed folder in memory (124 MiB resident after listing 100,000 files of
 // 512 bytes, when all their contents stayed inline; inline contents are now capped at 64 MiB
-// per mount), so a million needs several hundred MiB.
+// per mount), so a million needs several hundred MiB. --large-list-only makes the folder on
+// the disks directly and times only the two listings, with beta's resident memory before and
+// after each: a million files take minutes instead of most of an hour.
 
 type treeOptions struct {
 	commonOptions
