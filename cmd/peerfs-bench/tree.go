@@ -28,13 +28,16 @@ import (
 // an empty chunk cache and a fresh mount for peerfs, a fresh mount for sshfs.
 //
 // With --large, a folder of --large-files small files (default 1,000,000 of 512 bytes, seed
-// 004's second table) is also created, listed, read and deleted, through peerfs and natively;
+// 004's second table) is also created, listed (getdents as ls -f, then the system's ls -l),
+// read and deleted, through peerfs and natively;
 // listing and reading start from a fresh mount (an empty replica), with the owner's page
 // cache left warm. On the 2-core VM of BENCHMARKS.md a file costs about 0.9 ms to create and
 // 0.3 ms to delete through peerfs, so one run of a million takes about half an hour; and beta's
 // daemon holds the listed folder in memory (124 MiB resident after listing 100,000 files of
 // 512 bytes, when all their contents stayed inline; inline contents are now capped at 64 MiB
-// per mount), so a million needs several hundred MiB.
+// per mount), so a million needs several hundred MiB. --large-list-only makes the folder on
+// the disks directly and times only the two listings, with beta's resident memory before and
+// after each: a million files take minutes instead of most of an hour.
 
 type treeOptions struct {
 	commonOptions
@@ -44,6 +47,7 @@ type treeOptions struct {
 	large      bool
 	largeFiles int
 	largeSize  int64
+	listOnly   bool // --large-list-only
 }
 
 const (
@@ -59,7 +63,7 @@ func init() {
 	var largeSize string
 	register(&suite{
 		name:  "tree",
-		usage: "[--files 5000] [--seed 1] [--no-sshfs] [--large [--large-files 1000000] [--large-size 512]]",
+		usage: "[--files 5000] [--seed 1] [--no-sshfs] [--large [--large-files 1000000] [--large-size 512] [--large-list-only]]",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&to.files, "files", defaultTreeFiles, "source files in the generated tree")
 			fs.Uint64Var(&to.seed, "seed", 1, "seed of the generated tree")
@@ -67,6 +71,8 @@ func init() {
 			fs.BoolVar(&to.large, "large", false, "also create, list, read and delete a folder of --large-files files")
 			fs.IntVar(&to.largeFiles, "large-files", defaultLargeFiles, "files in the --large folder")
 			fs.StringVar(&largeSize, "large-size", fmt.Sprint(defaultLargeSize), "bytes per file in the --large folder")
+			fs.BoolVar(&to.listOnly, "large-list-only", false, "make the --large folder on the disks directly, untimed, and time only "+
+				"its listing (ls -f, ls -l) and the mount daemon's memory per entry; no tree phases")
 		},
 		quick: func(set map[string]bool) {
 			if !set["files"] {
@@ -84,6 +90,9 @@ func init() {
 			}
 			if to.files < 10 || to.largeFiles < 1 {
 				return nil, fmt.Errorf("--files must be at least 10 and --large-files positive")
+			}
+			if to.listOnly {
+				to.large = true
 			}
 			return runTree(ctx, to)
 		},
@@ -549,6 +558,26 @@ func manyListJob(j job) (jobResult, error) {
 	return res, nil
 }
 
+// manyLongListJob runs the system's ls -l on the folder: getdents, then for every entry the
+// lstat and the extended attribute lookups (security.selinux, POSIX ACLs) ls makes, and the
+// sort of the names.
+func manyLongListJob(j job) (jobResult, error) {
+	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return jobResult{}, err
+	}
+	defer out.Close()
+	cmd := exec.Command("ls", "-l", j.Path)
+	cmd.Stdout = out
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return jobResult{}, fmt.Errorf("ls -l %s: %v: %s", j.Path, err, strings.TrimSpace(stderr.String()))
+	}
+	return jobResult{Seconds: time.Since(t0).Seconds(), Calls: 1, Files: int64(j.N)}, nil
+}
+
 func manyReadJob(j job) (jobResult, error) {
 	buf := make([]byte, 128<<10)
 	var res jobResult
@@ -585,7 +614,9 @@ func manyDeleteJob(j job) (jobResult, error) {
 // The phases, in the table's order.
 var (
 	treePhases  = []string{"create", "compile", "stat", "read", "delete", "rm -rf"}
-	largePhases = []string{"large create", "large list", "large read", "large delete"}
+	largePhases = []string{"large create", "large list", "large ls -l", "large read", "large delete"}
+	// largeOps are the jobs of largePhases.
+	largeOps = []string{"many-create", "many-list", "many-lsl", "many-read", "many-delete"}
 )
 
 type treeBench struct {
@@ -623,7 +654,7 @@ func runTree(ctx context.Context, o treeOptions) (*Section, error) {
 	progress("tree: %d files in %d folders, %d MiB; %d objects", len(b.shape.files), len(b.shape.dirs),
 		b.shape.bytes>>20, len(b.objs))
 	targets := e.targets("work")
-	for run := 0; run < o.Runs; run++ {
+	for run := 0; run < o.Runs && !o.listOnly; run++ {
 		for j := range targets {
 			t := targets[(run+j)%len(targets)]
 			if err := b.runTarget(ctx, t, run); err != nil {
@@ -742,24 +773,57 @@ func (b *treeBench) cold(ctx context.Context, t *wtarget, name string) error {
 }
 
 func (b *treeBench) runLarge(ctx context.Context, t *wtarget, run int) error {
+	if !b.o.listOnly {
+		return t.session(ctx, func() error { return b.runLargePhases(ctx, t, run) })
+	}
+	// The folder is made on the disk the target shows, untimed, before the target is mounted,
+	// so no mount sees a change event for it.
+	j := job{Op: "many-create", Path: filepath.Join(t.ownerDir, "many"), N: b.o.largeFiles, Size: b.o.largeSize}
+	progress("run %d %-7s making %d files in %s", run+1, t.name, j.N, j.Path)
+	if _, err := runJob(ctx, j); err != nil {
+		return fmt.Errorf("making the folder: %w", err)
+	}
+	defer os.RemoveAll(j.Path)
 	return t.session(ctx, func() error { return b.runLargePhases(ctx, t, run) })
 }
 
-// runLargePhases runs the many-files phases of one run on t, which is set up.
+// runLargePhases runs the many-files phases of one run on t, which is set up. On peerfs the
+// resident memory of beta's daemon is sampled before the listing and after each listing
+// phase: its growth over the entries listed is the memory per entry.
 func (b *treeBench) runLargePhases(ctx context.Context, t *wtarget, run int) error {
 	j := job{Path: filepath.Join(t.dir, "many"), N: b.o.largeFiles, Size: b.o.largeSize}
-	for i, op := range []string{"many-create", "many-list", "many-read", "many-delete"} {
-		if i == 1 { // list and read from an empty replica, as after a remount
+	var rss0 float64
+	for i, op := range largeOps {
+		listing := op == "many-list" || op == "many-lsl"
+		if b.o.listOnly && !listing {
+			continue
+		}
+		if op == "many-list" { // list and read from an empty replica, as after a remount
 			if err := b.fresh(ctx, t); err != nil {
 				return err
 			}
+			rss0 = b.betaRSS(t)
 		}
 		j.Op = op
 		if err := b.phase(ctx, t, largePhases[i], j, run); err != nil {
 			return err
 		}
+		if rss := b.betaRSS(t); listing && rss0 > 0 && rss > 0 {
+			f := b.figs.get(largePhases[i], t.name)
+			f.Extra["rss_growth_bytes_per_entry"] = append(f.Extra["rss_growth_bytes_per_entry"], (rss-rss0)*(1<<20)/float64(j.N))
+			f.Extra["rss_mib"] = append(f.Extra["rss_mib"], rss)
+			f.Extra["rss_mib_before"] = append(f.Extra["rss_mib_before"], rss0)
+		}
 	}
 	return nil
+}
+
+// betaRSS is the resident memory of beta's daemon in MiB when t is the peerfs mount, else 0.
+func (b *treeBench) betaRSS(t *wtarget) float64 {
+	if t.name != tPeerfs || b.e.peers.procs[1] == nil {
+		return 0
+	}
+	return procRSS(b.e.peers.procs[1].Process.Pid)
 }
 
 func (b *treeBench) section(targets []*wtarget) *Section {
@@ -785,6 +849,14 @@ func (b *treeBench) section(targets []*wtarget) *Section {
 		}
 	}
 	var md strings.Builder
+	if b.o.listOnly {
+		md.WriteString(b.largeSection(names))
+		for _, n := range b.e.notes {
+			fmt.Fprintf(&md, "- Note: %s\n", n)
+		}
+		return &Section{Title: "A million-file folder: ls -f, ls -l and memory per entry", Markdown: md.String(),
+			Notes: b.e.notes, Raw: fs}
+	}
 	sshfsText := ""
 	if hasSSHFS {
 		sshfsText = ", through sshfs"
@@ -807,17 +879,8 @@ func (b *treeBench) section(targets []*wtarget) *Section {
 		len(b.objs), float64(objBytes)/(1<<20), plural(b.o.Runs, "run"))
 	md.WriteString(b.phaseTable(treePhases, names, hasSSHFS))
 	if b.o.large {
-		var ln []string
-		for _, n := range names {
-			if n != tSSHFS {
-				ln = append(ln, n)
-			}
-		}
-		fmt.Fprintf(&md, "\n**A folder of %d files of %d bytes** (--large; seed 004's million-file table): created "+
-			"(create, write, close each), listed (getdents, as ls -f), read (open, read, close each) and deleted "+
-			"(unlink each); listing and reading start from a new mount (an empty replica), with the owner's "+
-			"page cache warm.\n\n", b.o.largeFiles, b.o.largeSize)
-		md.WriteString(b.phaseTable(largePhases, ln, false))
+		md.WriteString("\n")
+		md.WriteString(b.largeSection(names))
 	}
 	md.WriteString("\nReading it:\n\n")
 	md.WriteString(b.reading(hasSSHFS))
@@ -826,6 +889,56 @@ func (b *treeBench) section(targets []*wtarget) *Section {
 	}
 	return &Section{Title: "Source tree: create, compile, read, delete (compilebench-like)", Markdown: md.String(),
 		Notes: b.e.notes, Raw: fs}
+}
+
+// largeSection is the --large folder's table and what to read in it.
+func (b *treeBench) largeSection(names []string) string {
+	fs := b.figs
+	var ln []string
+	for _, n := range names {
+		if n != tSSHFS {
+			ln = append(ln, n)
+		}
+	}
+	var md strings.Builder
+	phases := largePhases
+	if b.o.listOnly {
+		phases = []string{"large list", "large ls -l"}
+		fmt.Fprintf(&md, "**A folder of %d files of %d bytes** (--large --large-list-only; seed 004's million-file "+
+			"table), made on the owner's disk and on the native disk directly, untimed; timed: listed with getdents "+
+			"(**large list**, as ls -f: names and types) from a new mount (a new daemon, an empty replica), then "+
+			"**large ls -l** (the system's ls -l: lstat and extended attribute lookups of every entry, sorted) on the "+
+			"same mount; the owner's page cache warm. %s, targets interleaved; seconds, median (min-max).\n\n",
+			b.o.largeFiles, b.o.largeSize, plural(b.o.Runs, "run"))
+	} else {
+		fmt.Fprintf(&md, "**A folder of %d files of %d bytes** (--large; seed 004's million-file table): created "+
+			"(create, write, close each), listed (getdents, as ls -f), listed with the system's ls -l, read (open, "+
+			"read, close each) and deleted (unlink each); listing and reading start from a new mount (an empty "+
+			"replica), with the owner's page cache warm.\n\n", b.o.largeFiles, b.o.largeSize)
+	}
+	md.WriteString(b.phaseTable(phases, ln, false))
+	md.WriteString("\n")
+	for _, n := range ln {
+		if s, _, _, ok := fs.med("large list", n); ok {
+			fmt.Fprintf(&md, "- ls -f on %s: %.0f entries/s.\n", n, float64(b.o.largeFiles)/s)
+		}
+	}
+	if p, _, _, ok := fs.med("large ls -l", tPeerfs); ok {
+		if n, _, _, ok := fs.med("large ls -l", tNative); ok {
+			fmt.Fprintf(&md, "- ls -l: peerfs %.1f s, native %.1f s (%.1fx).\n", p, n, p/n)
+		}
+	}
+	for _, ph := range []string{"large list", "large ls -l"} {
+		per, ok := fs.extra(ph, tPeerfs, "rss_growth_bytes_per_entry")
+		if !ok {
+			continue
+		}
+		before, _ := fs.extra(ph, tPeerfs, "rss_mib_before")
+		after, _ := fs.extra(ph, tPeerfs, "rss_mib")
+		fmt.Fprintf(&md, "- beta's daemon after %s: %.0f MiB resident (%.0f MiB before the listing), %.0f bytes per "+
+			"listed entry.\n", strings.TrimPrefix(ph, "large "), after, before, per)
+	}
+	return md.String()
 }
 
 func (b *treeBench) phaseTable(phases, names []string, hasSSHFS bool) string {

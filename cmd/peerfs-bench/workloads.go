@@ -328,6 +328,7 @@ var jobs = map[string]func(job) (jobResult, error){
 	"tree-rmrf":    treeRmrfJob,
 	"many-create":  manyCreateJob,
 	"many-list":    manyListJob,
+	"many-lsl":     manyLongListJob,
 	"many-read":    manyReadJob,
 	"many-delete":  manyDeleteJob,
 }

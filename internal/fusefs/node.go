@@ -507,10 +507,14 @@ var _ = (fs.NodeGetxattrer)((*Node)(nil))
 
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	n.root.stats.xattr.Add(0)
-	// Owners serve only the user namespace. The kernel asks for security.capability before
-	// every write (to drop file capabilities): answer that here, not with a round trip.
+	// Owners serve only the user namespace: any other is not supported, answered here
+	// without a round trip. EOPNOTSUPP rather than ENODATA because callers remember it:
+	// ls -l asks for every entry's security.selinux and system.posix_acl_access, and after
+	// EOPNOTSUPP stops asking for the whole file system (coreutils getfilecon_cache and
+	// file_has_acl_cache), where ENODATA cost two FUSE requests per entry. The kernel turns
+	// getxattr off for the mount only on ENOSYS, so user.* attributes keep working.
 	if !strings.HasPrefix(attr, "user.") {
-		return 0, errNoAttr
+		return 0, syscall.EOPNOTSUPP
 	}
 	if _, local := n.localEntry(); local {
 		return 0, errNoAttr // a new file has none

@@ -6,6 +6,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/peerfs/peerfs/internal/rpc"
@@ -44,19 +45,32 @@ func (p Peer) Stat(ctx context.Context, share, path string) (wire.Entry, error) 
 	return e, nil
 }
 
+// ListWindow is the reply payload a listing may have on its way here at once (LIST's
+// credit): 16 frames of a quarter MiB, a few milliseconds of decoding, far below what the
+// link tolerates queued on one exchange (rpc.MaxQueuedBytes).
+const ListWindow = 4 << 20
+
 // ReadDir returns the entries of directory path in share, sorted by name, with the content
-// of regular files up to inlineMax bytes inlined (0: none).
+// of regular files up to inlineMax bytes inlined (0: none). It asks with LIST, whose reply
+// frames wait for this side's credit, so a folder of any size is listed at the pace its
+// entries are decoded; a peer that predates LIST is asked with READDIR.
 func (p Peer) ReadDir(ctx context.Context, share, path string, inlineMax uint32) ([]wire.Entry, error) {
-	req := wire.ReadDirReq{Share: share, Path: path, InlineMax: inlineMax}
+	req := wire.ListReq{ReadDirReq: wire.ReadDirReq{Share: share, Path: path, InlineMax: inlineMax}, Window: ListWindow}
 	var all []wire.Entry
-	err := p.S.CallMore(ctx, wire.OpReadDir, req.AppendTo(nil), func(payload []byte) error {
+	add := func(payload []byte) error {
 		var m wire.Entries
 		if err := m.Decode(payload); err != nil {
 			return fmt.Errorf("READDIR reply: %w", err)
 		}
 		all = append(all, m.List...)
 		return nil
-	})
+	}
+	err := p.S.CallPaced(ctx, wire.OpList, req.AppendTo(nil), ListWindow, add)
+	var re *wire.RemoteError
+	if errors.As(err, &re) && re.Code == wire.ErrnoUnsupported {
+		all = nil
+		err = p.S.CallMore(ctx, wire.OpReadDir, req.ReadDirReq.AppendTo(nil), add)
+	}
 	return all, err
 }
 

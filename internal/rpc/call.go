@@ -63,17 +63,46 @@ func (x *exchange) oneReply(ctx context.Context, op wire.Op) (*Buffer, error) {
 // CallMore sends a request whose reply may span several frames and calls fn with each frame's
 // payload, which is valid only during the call.
 func (s *Session) CallMore(ctx context.Context, op wire.Op, body []byte, fn func(payload []byte) error) error {
-	x, err := s.request(ctx, op, body)
+	return s.callMore(ctx, op, body, 0, fn)
+}
+
+// CallPaced is CallMore for a request whose reply frames flow under credit (LIST): body
+// announces window bytes of reply payload to the peer, and the payload fn consumed is granted
+// back a quarter window at a time, so a reply of any length never queues more than window
+// bytes here. window must be at least wire.MinWindow.
+func (s *Session) CallPaced(ctx context.Context, op wire.Op, body []byte, window uint32, fn func(payload []byte) error) error {
+	if window < wire.MinWindow {
+		return fmt.Errorf("reply window %d is below wire.MinWindow", window)
+	}
+	return s.callMore(ctx, op, body, window, fn)
+}
+
+// callMore runs CallMore, granting credit for the replies when window is not 0.
+func (s *Session) callMore(ctx context.Context, op wire.Op, body []byte, window uint32, fn func(payload []byte) error) error {
+	if len(body) > wire.MaxFrameLen {
+		return fmt.Errorf("%v request of %d bytes exceeds the frame limit", op, len(body))
+	}
+	x, err := s.open(ctx, op)
 	if err != nil {
 		return err
 	}
+	if window > 0 {
+		x.recvAllowance.Store(int64(window))
+		x.paced.Store(true)
+	}
+	if err := x.send(op, 0, body); err != nil {
+		x.end()
+		return err
+	}
 	defer x.in.close()
+	var pending int64 // reply payload consumed and not yet granted back
 	for {
 		f, err := x.reply(ctx)
 		if err != nil {
 			return err
 		}
 		more := f.h.Flags&wire.FlagMore != 0
+		n := int64(len(f.buf.Payload()))
 		err = fn(f.buf.Payload())
 		f.buf.Release()
 		if err != nil {
@@ -83,6 +112,18 @@ func (s *Session) CallMore(ctx context.Context, op wire.Op, body []byte, fn func
 		if !more {
 			x.end()
 			return nil
+		}
+		if window > 0 {
+			if pending += n; pending >= int64(window)/4 {
+				x.recvAllowance.Add(pending) // before the peer can use it
+				c := wire.Credit{Bytes: uint32(pending)}
+				pending = 0
+				var b [wire.CreditLen]byte
+				if err := x.send(wire.OpCredit, 0, c.AppendTo(b[:0])); err != nil {
+					x.abandon()
+					return err
+				}
+			}
 		}
 	}
 }

@@ -155,11 +155,15 @@ type exchange struct {
 	err      error         // set before failed closes
 
 	ended atomic.Bool // the final frame went out or came in
+	// paced: on an exchange we opened, the replies come under the credit we grant
+	// (CallPaced), counted in recvAllowance.
+	paced atomic.Bool
 	// streaming says this side sends DATA on the exchange: counted in Session.streamsOut
 	// until the exchange ends.
 	streaming atomic.Bool
 
-	// On an exchange the peer opened: the handler pushes a stream on it (Push; CREDIT may come),
+	// On an exchange the peer opened: the handler pushes a stream or paced replies on it (Push,
+	// Request.Pace; CREDIT may come),
 	// accepted a stream from the opener (Accept; DATA and one END may come), and the opener's
 	// END came. Set once, never cleared: a frame that raced with the exchange's end is dropped
 	// by deliver before they are looked at.

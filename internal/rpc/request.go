@@ -10,9 +10,10 @@ import (
 // Request is an exchange the peer opened, handed to Handler.ServeRequest. Its payload is valid
 // until ServeRequest returns.
 type Request struct {
-	Op  wire.Op
-	x   *exchange
-	buf *Buffer
+	Op    wire.Op
+	x     *exchange
+	buf   *Buffer
+	paced bool // reply frames wait for the opener's credit (Pace)
 }
 
 var errAnswered = errors.New("request already answered")
@@ -31,10 +32,30 @@ func (r *Request) release() {
 	r.buf = nil
 }
 
+// Pace makes the reply frames flow under the opener's credit (LIST): window bytes of reply
+// payload at first, more as its CREDIT frames come. Reply and ReplyMore then wait for credit.
+// Call it before the first reply.
+func (r *Request) Pace(window uint32) {
+	r.x.sendCredit.Store(int64(window))
+	r.x.pushed.Store(true) // CREDIT may come
+	r.paced = true
+}
+
+// waitCredit takes credit for a reply of body on a paced exchange.
+func (r *Request) waitCredit(body []byte) error {
+	if !r.paced {
+		return nil
+	}
+	return r.x.waitCredit(r.x.ctx, int64(len(body)))
+}
+
 // Reply sends the final reply frame.
 func (r *Request) Reply(body []byte) error {
 	if r.x.finished() {
 		return errAnswered
+	}
+	if err := r.waitCredit(body); err != nil {
+		return err
 	}
 	r.x.end()
 	return r.x.send(r.Op, 0, body)
@@ -44,6 +65,9 @@ func (r *Request) Reply(body []byte) error {
 func (r *Request) ReplyMore(body []byte) error {
 	if r.x.finished() {
 		return errAnswered
+	}
+	if err := r.waitCredit(body); err != nil {
+		return err
 	}
 	return r.x.send(r.Op, wire.FlagMore, body)
 }

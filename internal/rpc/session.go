@@ -565,6 +565,12 @@ func (s *Session) deliver(x *exchange, h wire.Header, buf *Buffer) bool {
 			s.violation("DATA beyond granted credit on tag %d", h.Tag)
 			return false
 		}
+	case x.op:
+		if x.paced.Load() && x.recvAllowance.Add(-int64(h.Len)) < 0 {
+			buf.Release()
+			s.violation("%v reply beyond granted credit on tag %d", h.Op, h.Tag)
+			return false
+		}
 	}
 	if h.Op == wire.OpError {
 		defer x.stop()

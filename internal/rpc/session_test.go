@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -661,4 +662,89 @@ func TestWriteDataArrivesAligned(t *testing.T) {
 		t.Fatal("a buffer given back after a WRITE lost its DATA alignment")
 	}
 	b.Release()
+}
+
+// TestPacedRepliesWaitForCredit: a responder that paces a reply of 48 MiB (LIST) sends it no
+// faster than a slow opener consumes it, never more than the window ahead, so the opener's
+// queue stays far below MaxQueuedBytes and the whole reply arrives.
+func TestPacedRepliesWaitForCredit(t *testing.T) {
+	const window, frames, size = wire.MinWindow, 192, 256 << 10
+	var sent atomic.Int64
+	h := handlerFunc(func(r *Request) {
+		r.Pace(window)
+		body := make([]byte, size)
+		for i := range frames {
+			sent.Add(size)
+			var err error
+			if i == frames-1 {
+				err = r.Reply(body)
+			} else {
+				err = r.ReplyMore(body)
+			}
+			if err != nil {
+				t.Errorf("reply frame %d: %v", i, err)
+				return
+			}
+		}
+	})
+	a, _ := sessionPair(t, h)
+	var consumed int64
+	n := 0
+	err := a.CallPaced(context.Background(), wire.OpList, nil, window, func(p []byte) error {
+		consumed += int64(len(p))
+		n++
+		if ahead := sent.Load() - consumed; ahead > window+size {
+			t.Errorf("after %d frames the responder is %d bytes ahead, window %d", n, ahead, window)
+		}
+		time.Sleep(time.Millisecond) // a consumer slower than the sender
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != frames || consumed != frames*size {
+		t.Fatalf("got %d frames, %d bytes; want %d, %d", n, consumed, frames, frames*size)
+	}
+}
+
+// TestPacedReplyBeyondCreditClosesLink: a responder that sends more reply payload than the
+// opener granted breaks the protocol: the opener closes the link instead of queueing it.
+func TestPacedReplyBeyondCreditClosesLink(t *testing.T) {
+	s, cb, errc := rawPeer(t, goodHello)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	callErr := make(chan error, 1)
+	go func() {
+		callErr <- s.CallPaced(context.Background(), wire.OpList, nil, wire.MinWindow, func([]byte) error {
+			<-s.Done() // never consumes: credit is never granted back
+			return nil
+		})
+	}()
+	var req wire.Header
+	for req.Op != wire.OpList { // skip a PING the session may send first
+		var hdr [wire.HeaderLen]byte
+		if _, err := io.ReadFull(cb, hdr[:]); err != nil {
+			t.Fatal(err)
+		}
+		req, _ = wire.ParseHeader(hdr[:])
+		io.CopyN(io.Discard, cb, int64(req.Len))
+	}
+	go io.Copy(io.Discard, cb)
+	body := make([]byte, 512<<10)
+	for range wire.MinWindow/len(body) + 1 {
+		b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(body))
+		wire.Header{Len: uint32(len(body)), Op: wire.OpList, Flags: wire.FlagResponse | wire.FlagMore, Tag: req.Tag}.Put(b)
+		if _, err := cb.Write(append(b, body...)); err != nil {
+			break
+		}
+	}
+	select {
+	case <-s.Done():
+		if !errors.Is(s.Err(), ErrPeerGone) {
+			t.Fatalf("ended with %v", s.Err())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("link stayed open after replies beyond credit")
+	}
 }

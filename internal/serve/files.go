@@ -37,6 +37,19 @@ import (
 // synced before the reply. A part left by a sender that went away stays for a resumed PUT.
 
 func (h *Handler) readDir(r *rpc.Request, sh *share.Share, req *wire.ReadDirReq) {
+	h.sendListing(r, sh, req)
+}
+
+// list is READDIR whose replies wait for the opener's credit: a listing of any length then
+// never queues more than the opener's window on its side of the link.
+func (h *Handler) list(r *rpc.Request, sh *share.Share, req *wire.ListReq) {
+	r.Pace(req.Window)
+	h.sendListing(r, sh, &req.ReadDirReq)
+}
+
+// sendListing answers READDIR or LIST: the entries of a directory in frames of about
+// frameCut bytes.
+func (h *Handler) sendListing(r *rpc.Request, sh *share.Share, req *wire.ReadDirReq) {
 	list, err := sh.ReadDirInline(req.Path, int(req.InlineMax))
 	if err != nil {
 		h.fail(r, err)

@@ -63,6 +63,7 @@ var routes = [256]route{
 	wire.OpShares:      {readLoop, (*Handler).shares},
 	wire.OpStat:        {readLoop, on((*Handler).stat)},
 	wire.OpReadDir:     {ownGoroutine, on((*Handler).readDir)},
+	wire.OpList:        {ownGoroutine, on((*Handler).list)},
 	wire.OpRead:        {ownGoroutine, on((*Handler).read)},
 	wire.OpGet:         {ownGoroutine, on((*Handler).get)},
 	wire.OpStream:      {ownGoroutine, on((*Handler).stream)},
@@ -152,6 +153,8 @@ func shareOf(m body) string {
 	case *wire.PathReq:
 		return m.Share
 	case *wire.ReadDirReq:
+		return m.Share
+	case *wire.ListReq:
 		return m.Share
 	case *wire.ReadReq:
 		return m.Share

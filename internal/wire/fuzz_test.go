@@ -44,6 +44,11 @@ func bodyType(h Header) message {
 			return &Entries{}
 		}
 		return &ReadDirReq{}
+	case OpList:
+		if reply {
+			return &Entries{}
+		}
+		return &ListReq{}
 	case OpRead:
 		if !reply {
 			return &ReadReq{}

@@ -166,6 +166,36 @@ func (m *ReadDirReq) Decode(b []byte) error {
 	return d.done("READDIR")
 }
 
+// ListReq is the body of LIST: READDIR's request and the opener's initial credit, in bytes
+// of reply payload (at least MinWindow).
+type ListReq struct {
+	ReadDirReq
+	Window uint32
+}
+
+func (m *ListReq) AppendTo(b []byte) []byte {
+	b = m.ReadDirReq.AppendTo(b)
+	e := encoder{b}
+	e.u32(m.Window)
+	return e.b
+}
+
+func (m *ListReq) Decode(b []byte) error {
+	d := decoder{b: b}
+	m.Share = d.share()
+	m.Path = d.path("path")
+	m.InlineMax = d.u32("inline max")
+	m.Window = d.u32("window")
+	switch {
+	case d.err != nil:
+	case m.InlineMax > MaxInline:
+		return fmt.Errorf("%w: LIST inline limit %d above %d", ErrMalformed, m.InlineMax, MaxInline)
+	case m.Window < MinWindow:
+		return fmt.Errorf("%w: LIST window %d below %d", ErrMalformed, m.Window, MinWindow)
+	}
+	return d.done("LIST")
+}
+
 // Entries is the body of one READDIR response frame: a batch of entries. A directory larger
 // than one frame is answered by several frames, all but the last with FlagMore.
 type Entries struct{ List []Entry }

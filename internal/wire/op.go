@@ -34,6 +34,10 @@ const (
 	OpListXattr Op = 0x17 // the names of a file's extended attributes
 	OpWatch     Op = 0x18 // subscribe to a share's changes: EVENTS frames until CANCEL
 	OpStream    Op = 0x19 // a range of a file as a push stream with credit, without a hash
+	// OpList is READDIR whose reply frames flow under the opener's credit, so a listing of
+	// any length never queues more than a window at the opener. A peer that does not know it
+	// refuses it with UNSUPPORTED; the opener then falls back to READDIR.
+	OpList Op = 0x1A
 )
 
 // Exchange frame of a WATCH subscription.
@@ -73,7 +77,7 @@ var opNames = map[Op]string{
 	OpShares: "SHARES", OpStat: "STAT", OpReadDir: "READDIR", OpRead: "READ", OpGet: "GET",
 	OpPut: "PUT", OpMkdir: "MKDIR", OpSymlink: "SYMLINK", OpSetAttr: "SETATTR",
 	OpStatfs: "STATFS", OpGetXattr: "GETXATTR", OpListXattr: "LISTXATTR", OpWatch: "WATCH",
-	OpStream: "STREAM",
+	OpStream: "STREAM", OpList: "LIST",
 	OpEvents: "EVENTS", OpCreate: "CREATE", OpWrite: "WRITE", OpUnlink: "UNLINK", OpRmdir: "RMDIR",
 	OpRename: "RENAME", OpLink: "LINK", OpSetXattr: "SETXATTR", OpRemoveXattr: "REMOVEXATTR",
 	OpFallocate: "FALLOCATE", OpFsync: "FSYNC", OpMknod: "MKNOD",

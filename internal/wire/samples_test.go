@@ -85,6 +85,8 @@ var samples = []sample{
 	{"readdir-reply", OpReadDir, FlagResponse, &Entries{List: []Entry{
 		dirEntry(".git"), fileEntry("README.md"), fileEntry("a"), linkEntry("latest", "builds/2024-06-01"), fileEntry("main.go"),
 	}}},
+	{"list", OpList, 0, &ListReq{ReadDirReq: ReadDirReq{Share: "projects", Path: "src", InlineMax: 4096}, Window: 4 << 20}},
+	{"list-reply", OpList, FlagResponse, &Entries{List: []Entry{dirEntry(".git"), fileEntry("README.md")}}},
 	{"readdir-reply-empty", OpReadDir, FlagResponse, &Entries{List: []Entry{}}},
 	{"readdir-reply-longest", OpReadDir, FlagResponse, &Entries{List: []Entry{
 		linkEntry(strings.Repeat("l", MaxNameLen), strings.Repeat("t", MaxPathLen)),
