@@ -180,7 +180,7 @@ func pairSection(r pairReport) *Section {
 		fmt.Fprintf(&b, "| %s | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) |\n", way, tm, tlo, thi, cm, clo, chi)
 	}
 	b.WriteString("\nThe times include starting the `peerfs` process for the command and its call to the daemon. " +
-		"Most of the difference between the two ways is LAN discovery's lookup, which waits 250 ms after the " +
+		"Most of the difference between the two ways is LAN discovery's lookup, which waits 100 ms after the " +
 		"first answer for more addresses of the same device (internal/discover, lookupGather).\n")
 	return &Section{
 		Title:    "Pairing: from `peerfs pair CODE` to a trusted, connected peer",
