@@ -67,7 +67,7 @@ crosscheck:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzFrame -fuzztime=$(FUZZ_FRAME_EXECS) ./internal/wire/
 	$(GO) test -run='^$$' -fuzz=FuzzSharePath -fuzztime=$(FUZZ_PATH_EXECS) ./internal/share/
-	$(GO) test -run='^$$' -fuzz=FuzzServer -fuzztime=$(FUZZ_SERVER_EXECS) ./internal/share/
+	$(GO) test -run='^$$' -fuzz=FuzzServer -fuzztime=$(FUZZ_SERVER_EXECS) ./internal/serve/
 	$(GO) test -run='^$$' -fuzz=FuzzMessage -fuzztime=$(FUZZ_PUNCH_EXECS) ./internal/punch/
 
 # The benchmark suites of peerfs-bench (BENCHMARKS.md says what each measures), in the order
