@@ -11,6 +11,7 @@ FUZZ_FRAME_EXECS  ?= 800000x
 FUZZ_PATH_EXECS   ?= 200000x
 FUZZ_SERVER_EXECS ?= 150000x
 FUZZ_PUNCH_EXECS  ?= 200000x
+FUZZ_WAL_EXECS    ?= 100000x
 
 # What "peerfs version" prints, set at link time (override: make build VERSION=v1.2.3).
 VERSION    := $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -69,6 +70,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzSharePath -fuzztime=$(FUZZ_PATH_EXECS) ./internal/share/
 	$(GO) test -run='^$$' -fuzz=FuzzServer -fuzztime=$(FUZZ_SERVER_EXECS) ./internal/serve/
 	$(GO) test -run='^$$' -fuzz=FuzzMessage -fuzztime=$(FUZZ_PUNCH_EXECS) ./internal/punch/
+	$(GO) test -run='^$$' -fuzz=FuzzReplay -fuzztime=$(FUZZ_WAL_EXECS) ./internal/wal/
 
 # The benchmark suites of peerfs-bench (BENCHMARKS.md says what each measures), in the order
 # BENCHMARKS.md shows them.
