@@ -713,6 +713,9 @@ outer:
 	for len(recs) < maxRecords && p.seq < l.next {
 		if p.off >= p.seg.size {
 			i := slices.Index(l.segs, p.seg)
+			if i+1 >= len(l.segs) {
+				return nil, &CorruptError{File: p.seg.path, Offset: p.off, What: fmt.Sprintf("record %d missing", p.seq)}
+			}
 			p = pos{seq: p.seq, seg: l.segs[i+1], off: segHeaderLen}
 			continue
 		}
