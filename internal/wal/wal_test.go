@@ -99,6 +99,9 @@ func TestRoundTrip(t *testing.T) {
 	if n := len(segFiles(t, dir)); n < 5 {
 		t.Fatalf("%d segments, want rollovers with SegmentBytes 500", n)
 	}
+	if err := l.Sync(); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
 	st := l.Pending()
 	var bytesWant int64
 	for _, r := range recs {
@@ -149,6 +152,9 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if files := segFiles(t, dir); len(files) != 0 {
 		t.Fatalf("segments left after everything was acknowledged: %v", files)
+	}
+	if err := l.Sync(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sync after Close: %v", err)
 	}
 	l = open(t, dir, Options{SegmentBytes: 500})
 	if l.Next() != 46 || l.Acked() != 45 {
@@ -244,6 +250,9 @@ func TestTornTail(t *testing.T) {
 		l = open(t, dir, Options{SegmentBytes: 400, Logger: logger})
 		if recs := readAll(t, l); len(recs) != 12 {
 			t.Fatalf("cut at %d: %d records after reopen, want 12", cut, len(recs))
+		}
+		if torn := bytes.Count(logged.Bytes(), []byte("torn tail")); torn > 1 {
+			t.Fatalf("cut at %d: the torn tail is still there at the second Open: %q", cut, logged.String())
 		}
 		l.Close()
 	}
@@ -462,6 +471,7 @@ func TestConcurrent(t *testing.T) {
 	}
 	total += writers * each / 10
 	seen := map[string]bool{}
+	lastOf := map[string]int{} // writer -> last i seen
 	next := uint64(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -481,6 +491,12 @@ func TestConcurrent(t *testing.T) {
 				t.Fatalf("record %q twice", r.Data)
 			}
 			seen[string(r.Data)] = true
+			var w, i int
+			fmt.Sscanf(string(r.Data), "%d/%d", &w, &i)
+			if prev, ok := lastOf[fmt.Sprint(w)]; ok && i < prev {
+				t.Fatalf("writer %d: record %d after %d", w, i, prev)
+			}
+			lastOf[fmt.Sprint(w)] = i
 			next++
 		}
 		if len(recs) > 0 && next%3 == 0 {
