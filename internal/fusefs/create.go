@@ -277,7 +277,7 @@ func (n *Node) OnForget() {
 
 // listLocalKids adds to a listing of directory n the files created here that the owner does
 // not list yet.
-func (n *Node) listLocalKids(list []fuse.DirEntry, listed []tree.DirEntry) []fuse.DirEntry {
+func (n *Node) listLocalKids(list, listed []tree.DirEntry) []tree.DirEntry {
 	have := make(map[string]bool, len(listed))
 	for i := range listed {
 		have[listed[i].Name] = true
@@ -285,7 +285,7 @@ func (n *Node) listLocalKids(list []fuse.DirEntry, listed []tree.DirEntry) []fus
 	for name, c := range n.Children() {
 		if cn, ok := c.Operations().(*Node); ok && !have[name] {
 			if e, local := cn.localEntry(); local {
-				list = append(list, fuse.DirEntry{Name: name, Mode: e.Mode, Ino: e.Ino})
+				list = append(list, tree.DirEntry{Name: name, Mode: e.Mode, Ino: e.Ino})
 			}
 		}
 	}

@@ -40,7 +40,8 @@ import (
 // share there: the mount leaves wire requests' Share empty.
 type Owner interface {
 	Stat(ctx context.Context, path string) (wire.Entry, error)
-	ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error)
+	// List hands a directory's entries to add a reply frame at a time, in name order.
+	List(ctx context.Context, path string, inlineMax uint32, add func([]wire.Entry) error) error
 	fetch.Owner // Read and Stream
 	// Write writes data at off and returns the file after the write and its state just
 	// before, so the mount can tell its own changes from someone else's.

@@ -20,8 +20,8 @@ func (rootOwner) Stat(ctx context.Context, path string) (wire.Entry, error) {
 	return wire.Entry{Mode: wire.ModeDir | 0o755, Nlink: 2, Ino: 1}, nil
 }
 
-func (rootOwner) ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error) {
-	return nil, nil
+func (rootOwner) List(ctx context.Context, path string, inlineMax uint32, add func([]wire.Entry) error) error {
+	return nil
 }
 
 func (rootOwner) Read(ctx context.Context, path string, off int64, dst []byte) (int, error) {

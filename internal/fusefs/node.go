@@ -364,11 +364,15 @@ func (r *Root) absent(out *fuse.EntryOut) syscall.Errno {
 func (n *Node) list(ctx context.Context, dir string) error {
 	n.root.stats.roundTrips.Add(1)
 	n.root.stats.misses.Add(1)
-	entries, err := n.root.owner.ReadDir(ctx, dir, n.root.opts.Inline)
+	l := n.root.replica.NewListing()
+	err := n.root.owner.List(ctx, dir, n.root.opts.Inline, func(page []wire.Entry) error {
+		l.Add(page)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	n.root.replica.SetDir(dir, entries)
+	n.root.replica.SetListing(dir, l)
 	return nil
 }
 

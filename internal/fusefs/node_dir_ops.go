@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -32,26 +33,56 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		n.root.stats.hits.Add(1)
 	}
 	// "." and ".." as a local folder lists them (ls -a); go-fuse answers them itself.
-	list := make([]fuse.DirEntry, 0, len(entries)+2)
 	self := n.EmbeddedInode()
 	up := self
 	if _, p := self.Parent(); p != nil {
 		up = p
 	}
+	list := make([]tree.DirEntry, 0, len(entries)+2)
 	list = append(list,
-		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self.StableAttr().Ino},
-		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: up.StableAttr().Ino})
+		tree.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self.StableAttr().Ino},
+		tree.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: up.StableAttr().Ino})
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name, hiddenPrefix) {
 			continue // unlinked files still open somewhere
 		}
-		list = append(list, fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: n.root.kernelIno(e.Ino)})
+		list = append(list, tree.DirEntry{Name: e.Name, Mode: e.Mode, Ino: n.root.kernelIno(e.Ino)})
 	}
 	if n.localKids.Load() > 0 {
 		list = n.listLocalKids(list, entries)
 	}
-	return fs.NewListDirStream(list), 0
+	return &listStream{entries: list}, 0
 }
+
+// listStream hands a listing to go-fuse an entry at a time. It holds the replica's small
+// copies (32 bytes each) rather than a second slice of fuse.DirEntry: a listing of a
+// million names is held for as long as the folder is open.
+type listStream struct {
+	idx     int
+	entries []tree.DirEntry
+}
+
+var _ = (fs.FileSeekdirer)((*listStream)(nil))
+
+func (l *listStream) HasNext() bool { return l.idx < len(l.entries) }
+
+func (l *listStream) Next() (fuse.DirEntry, syscall.Errno) {
+	e := &l.entries[l.idx]
+	l.idx++
+	return fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino, Off: uint64(l.idx)}, 0
+}
+
+// Seekdir places the stream at the offset a previous Next gave (telldir, or the kernel
+// resuming a listing).
+func (l *listStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off > uint64(len(l.entries)) {
+		return syscall.EINVAL
+	}
+	l.idx = int(off)
+	return 0
+}
+
+func (l *listStream) Close() {}
 
 var _ = (fs.NodeMkdirer)((*Node)(nil))
 
@@ -269,16 +300,16 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // while open through a mount. Nothing at all counts: the last of them may have gone between
 // the RMDIR that found it and this listing, and the next RMDIR succeeds.
 func (n *Node) onlyHidden(ctx context.Context, p string) bool {
-	entries, err := n.root.owner.ReadDir(ctx, p, 0)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name, hiddenPrefix) {
-			return false
+	errVisible := errors.New("a visible name")
+	err := n.root.owner.List(ctx, p, 0, func(page []wire.Entry) error {
+		for _, e := range page {
+			if !strings.HasPrefix(e.Name, hiddenPrefix) {
+				return errVisible
+			}
 		}
-	}
-	return true
+		return nil
+	})
+	return err == nil
 }
 
 var _ = (fs.NodeRenamer)((*Node)(nil))

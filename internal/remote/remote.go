@@ -51,27 +51,38 @@ func (p Peer) Stat(ctx context.Context, share, path string) (wire.Entry, error) 
 const ListWindow = 4 << 20
 
 // ReadDir returns the entries of directory path in share, sorted by name, with the content
-// of regular files up to inlineMax bytes inlined (0: none). It asks with LIST, whose reply
-// frames wait for this side's credit, so a folder of any size is listed at the pace its
-// entries are decoded; a peer that predates LIST is asked with READDIR.
+// of regular files up to inlineMax bytes inlined (0: none).
 func (p Peer) ReadDir(ctx context.Context, share, path string, inlineMax uint32) ([]wire.Entry, error) {
-	req := wire.ListReq{ReadDirReq: wire.ReadDirReq{Share: share, Path: path, InlineMax: inlineMax}, Window: ListWindow}
 	var all []wire.Entry
-	add := func(payload []byte) error {
+	err := p.List(ctx, share, path, inlineMax, func(page []wire.Entry) error {
+		all = append(all, page...)
+		return nil
+	})
+	return all, err
+}
+
+// List hands the entries of directory path in share to add a reply frame at a time, in name
+// order, so a folder of a million names is never held twice. It asks with LIST, whose reply
+// frames wait for this side's credit, so a folder of any size is listed at the pace its
+// entries are decoded; a peer that predates LIST is asked with READDIR. An error from add
+// ends the listing with it; after an error add may have seen part of the folder.
+func (p Peer) List(ctx context.Context, share, path string, inlineMax uint32, add func([]wire.Entry) error) error {
+	req := wire.ListReq{ReadDirReq: wire.ReadDirReq{Share: share, Path: path, InlineMax: inlineMax}, Window: ListWindow}
+	sent := false
+	decode := func(payload []byte) error {
 		var m wire.Entries
 		if err := m.Decode(payload); err != nil {
 			return fmt.Errorf("READDIR reply: %w", err)
 		}
-		all = append(all, m.List...)
-		return nil
+		sent = true
+		return add(m.List)
 	}
-	err := p.S.CallPaced(ctx, wire.OpList, req.AppendTo(nil), ListWindow, add)
+	err := p.S.CallPaced(ctx, wire.OpList, req.AppendTo(nil), ListWindow, decode)
 	var re *wire.RemoteError
-	if errors.As(err, &re) && re.Code == wire.ErrnoUnsupported {
-		all = nil
-		err = p.S.CallMore(ctx, wire.OpReadDir, req.ReadDirReq.AppendTo(nil), add)
+	if errors.As(err, &re) && re.Code == wire.ErrnoUnsupported && !sent {
+		err = p.S.CallMore(ctx, wire.OpReadDir, req.ReadDirReq.AppendTo(nil), decode)
 	}
-	return all, err
+	return err
 }
 
 // Mkdir creates directory path. flags is wire.NameExclusive (an existing name is EEXIST) or 0

@@ -49,10 +49,9 @@ func (s *Share) Stat(ctx context.Context, path string) (wire.Entry, error) {
 	return call(s, ctx, func(p Peer, ctx context.Context) (wire.Entry, error) { return p.Stat(ctx, s.name, path) })
 }
 
-func (s *Share) ReadDir(ctx context.Context, path string, inlineMax uint32) ([]wire.Entry, error) {
-	return call(s, ctx, func(p Peer, ctx context.Context) ([]wire.Entry, error) {
-		return p.ReadDir(ctx, s.name, path, inlineMax)
-	})
+// List hands the entries of directory path to add a reply frame at a time (Peer.List).
+func (s *Share) List(ctx context.Context, path string, inlineMax uint32, add func([]wire.Entry) error) error {
+	return callErr(s, ctx, func(p Peer, ctx context.Context) error { return p.List(ctx, s.name, path, inlineMax, add) })
 }
 
 func (s *Share) Read(ctx context.Context, path string, off int64, dst []byte) (int, error) {

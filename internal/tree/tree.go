@@ -5,6 +5,7 @@
 package tree
 
 import (
+	"encoding/binary"
 	"path"
 	"slices"
 	"strings"
@@ -40,12 +41,65 @@ const DefaultInlineBudget = 64 << 20
 
 type dir struct {
 	inline  int64 // bytes of inline contents among entries
-	entries map[string]wire.Entry
+	entries map[string]entry
 	// unknown names changed on the owner: their entries must be asked for again. A change
 	// event can overtake or trail this mount's own operations on the same name, so the
 	// replica never trusts an event's content; it only forgets.
 	unknown map[string]bool
 	listed  time.Time
+}
+
+// entry is a listed name's attributes as the replica keeps them: a wire.Entry without its
+// name (the map's key) and with its type-specific fields folded into one, 80 bytes where a
+// wire.Entry takes 136. A folder of a million names pays for it a million times.
+type entry struct {
+	mode, nlink, uid, gid     uint32 // mode carries hasData beside the wire's type and permission bits
+	size                      uint64
+	mtimeNs, atimeNs, ctimeNs int64
+	ino                       uint64
+	// aux is a regular file's inline contents, a symlink's target, or a device's number
+	// (8 bytes, little endian): what only some types have.
+	aux []byte
+}
+
+// hasData marks an entry whose inline contents are known (an empty file's too). It lies
+// above every bit a wire mode uses.
+const hasData = 1 << 31
+
+func compact(e *wire.Entry) entry {
+	c := entry{mode: e.Mode &^ hasData, nlink: e.Nlink, uid: e.UID, gid: e.GID, size: e.Size,
+		mtimeNs: e.MtimeNs, atimeNs: e.AtimeNs, ctimeNs: e.CtimeNs, ino: e.Ino}
+	switch {
+	case e.IsSymlink():
+		c.aux = []byte(e.Target)
+	case e.Rdev != 0:
+		c.aux = binary.LittleEndian.AppendUint64(nil, e.Rdev)
+	case e.HasData:
+		c.aux, c.mode = e.Data, c.mode|hasData
+	}
+	return c
+}
+
+func (c *entry) expand(name string) wire.Entry {
+	e := wire.Entry{Name: name, Mode: c.mode &^ hasData, Nlink: c.nlink, UID: c.uid, GID: c.gid,
+		Size: c.size, MtimeNs: c.mtimeNs, AtimeNs: c.atimeNs, CtimeNs: c.ctimeNs, Ino: c.ino}
+	switch {
+	case c.mode&hasData != 0:
+		e.Data, e.HasData = c.aux, true
+	case e.IsSymlink():
+		e.Target = string(c.aux)
+	case len(c.aux) == 8:
+		e.Rdev = binary.LittleEndian.Uint64(c.aux)
+	}
+	return e
+}
+
+// inlineLen is the bytes of inline contents the entry holds.
+func (c *entry) inlineLen() int64 {
+	if c.mode&hasData == 0 {
+		return 0
+	}
+	return int64(len(c.aux))
 }
 
 // New returns an empty replica.
@@ -74,18 +128,18 @@ func (r *Replica) dropSpare(p string) {
 }
 
 // setEntry records e under name in d, keeping the inline accounting. r.mu must be held.
-func (r *Replica) setEntry(d *dir, name string, e wire.Entry) {
+func (r *Replica) setEntry(d *dir, name string, e entry) {
 	r.delEntry(d, name)
 	d.entries[name] = e
-	d.inline += int64(len(e.Data))
-	r.inline += int64(len(e.Data))
+	d.inline += e.inlineLen()
+	r.inline += e.inlineLen()
 }
 
 // delEntry removes name from d. r.mu must be held.
 func (r *Replica) delEntry(d *dir, name string) {
 	if old, ok := d.entries[name]; ok {
-		d.inline -= int64(len(old.Data))
-		r.inline -= int64(len(old.Data))
+		d.inline -= old.inlineLen()
+		r.inline -= old.inlineLen()
 		delete(d.entries, name)
 	}
 }
@@ -134,8 +188,8 @@ func (r *Replica) trim() {
 			return
 		}
 		for name, e := range a.d.entries {
-			if len(e.Data) > 0 {
-				e.Data, e.HasData = nil, false
+			if e.inlineLen() > 0 {
+				e.aux, e.mode = nil, e.mode&^hasData
 				r.setEntry(a.d, name, e)
 			}
 		}
@@ -167,8 +221,11 @@ func (r *Replica) Lookup(dirPath, name string) (e wire.Entry, found, listed bool
 	if d.unknown[name] {
 		return wire.Entry{}, false, false
 	}
-	e, found = d.entries[name]
-	return e, found, true
+	c, found := d.entries[name]
+	if !found {
+		return wire.Entry{}, false, true
+	}
+	return c.expand(name), true, true
 }
 
 // DirListed reports whether dirPath's listing is known (even if some names in it are not).
@@ -205,8 +262,8 @@ func (r *Replica) forgetEntry(p string) {
 	}
 	dirPath, name := Split(p)
 	if d := r.dirs[dirPath]; d != nil {
-		if e, ok := d.entries[name]; ok && len(e.Data) > 0 {
-			r.setSpare(p, e)
+		if c, ok := d.entries[name]; ok && c.inlineLen() > 0 {
+			r.setSpare(p, c.expand(name))
 		}
 		r.delEntry(d, name)
 		if d.unknown == nil {
@@ -245,8 +302,8 @@ func (r *Replica) Entries(dirPath string) ([]DirEntry, bool) {
 		return nil, false
 	}
 	out := make([]DirEntry, 0, len(d.entries))
-	for _, e := range d.entries {
-		out = append(out, DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino})
+	for name, e := range d.entries {
+		out = append(out, DirEntry{Name: name, Mode: e.mode &^ hasData, Ino: e.ino})
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
@@ -255,15 +312,48 @@ func (r *Replica) Entries(dirPath string) ([]DirEntry, bool) {
 
 // SetDir records a directory listing.
 func (r *Replica) SetDir(dirPath string, entries []wire.Entry) {
-	d := &dir{entries: make(map[string]wire.Entry, len(entries)), listed: time.Now()}
-	for _, e := range entries {
-		d.entries[e.Name] = e
-		d.inline += int64(len(e.Data))
+	l := r.NewListing()
+	l.Add(entries)
+	r.SetListing(dirPath, l)
+}
+
+// Listing gathers a directory's entries as they arrive, a reply frame at a time, already in
+// the replica's form: a listing of a million names never exists as a million wire.Entry.
+type Listing struct {
+	d    *dir
+	keep int64 // inline contents kept at most: what trim would leave of this listing alone
+}
+
+// NewListing starts a listing for SetListing.
+func (r *Replica) NewListing() *Listing {
+	budget := r.InlineBudget
+	if budget <= 0 {
+		budget = DefaultInlineBudget
 	}
+	return &Listing{d: &dir{entries: map[string]entry{}}, keep: budget / 2}
+}
+
+// Add records entries in the listing. Inline contents past the listing's share of the
+// budget are not kept: trim would drop them at once.
+func (l *Listing) Add(entries []wire.Entry) {
+	for i := range entries {
+		c := compact(&entries[i])
+		if n := c.inlineLen(); n > 0 && l.d.inline+n > l.keep {
+			c.aux, c.mode = nil, c.mode&^hasData
+		}
+		l.d.entries[entries[i].Name] = c
+		l.d.inline += c.inlineLen()
+	}
+}
+
+// SetListing records l as the listing of dirPath; l must not be used after.
+func (r *Replica) SetListing(dirPath string, l *Listing) {
+	l.d.listed = time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.setDir(dirPath, d)
+	r.setDir(dirPath, l.d)
 	r.trim()
+	l.d = nil
 }
 
 // Put records the attributes of one path (in its parent's listing, if listed). Inline data
@@ -282,14 +372,17 @@ func (r *Replica) Put(p string, e wire.Entry) {
 	if d := r.dirs[dirPath]; d != nil {
 		// New attributes of the same contents (a chmod, say) keep the inline contents.
 		if !e.HasData {
-			if old, ok := d.entries[name]; ok && old.HasData && sameContents(&old, &e) {
-				e.Data, e.HasData = old.Data, true
-			} else if sp, ok := r.spare[p]; ok && sameContents(&sp, &e) {
+			if c, ok := d.entries[name]; ok && c.mode&hasData != 0 {
+				if old := c.expand(name); sameContents(&old, &e) {
+					e.Data, e.HasData = old.Data, true
+				}
+			}
+			if sp, ok := r.spare[p]; !e.HasData && ok && sameContents(&sp, &e) {
 				e.Data, e.HasData = sp.Data, true
 			}
 		}
 		r.dropSpare(p)
-		r.setEntry(d, name, e)
+		r.setEntry(d, name, compact(&e))
 		delete(d.unknown, name)
 		r.trim()
 	}
@@ -327,8 +420,8 @@ func (r *Replica) SetLinks(ino uint64, nlink uint32, ctimeNs int64) {
 	defer r.mu.Unlock()
 	for _, d := range r.dirs {
 		for name, e := range d.entries {
-			if e.Ino == ino && !e.IsDir() {
-				e.Nlink, e.CtimeNs = nlink, max(e.CtimeNs, ctimeNs)
+			if e.ino == ino && e.mode&wire.ModeTypeMask != wire.ModeDir {
+				e.nlink, e.ctimeNs = nlink, max(e.ctimeNs, ctimeNs)
 				d.entries[name] = e
 			}
 		}
@@ -350,9 +443,10 @@ func (r *Replica) update(p string, edit func(*wire.Entry)) {
 	if !r.fresh(d) {
 		return
 	}
-	if e, ok := d.entries[name]; ok {
+	if c, ok := d.entries[name]; ok {
+		e := c.expand(name)
 		edit(&e)
-		d.entries[name] = e
+		r.setEntry(d, name, compact(&e))
 	}
 }
 
@@ -413,7 +507,7 @@ func (r *Replica) Rename(from, to string) {
 	defer r.mu.Unlock()
 	fd, fn := Split(from)
 	td, tn := Split(to)
-	var e wire.Entry
+	var e entry
 	var ok bool
 	if d := r.dirs[fd]; d != nil {
 		e, ok = d.entries[fn]
@@ -422,7 +516,6 @@ func (r *Replica) Rename(from, to string) {
 	r.dropBelow(to)
 	if d := r.dirs[td]; d != nil {
 		if ok {
-			e.Name = tn
 			r.setEntry(d, tn, e)
 		} else {
 			r.delEntry(d, tn)

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -105,16 +106,7 @@ func TestInlineBudget(t *testing.T) {
 	r.Rename("new/f2", "mid/g")
 	r.Forget("mid")
 	r.InvalidateEntry("new/f3")
-	var sum int64
-	for _, d := range r.dirs {
-		for _, e := range d.entries {
-			sum += int64(len(e.Data))
-		}
-	}
-	for _, e := range r.spare {
-		sum += int64(len(e.Data))
-	}
-	if sum != r.inline {
+	if sum := heldInline(r); sum != r.inline {
 		t.Errorf("accounting says %d bytes, the entries hold %d", r.inline, sum)
 	}
 	r.Forget("")
@@ -143,16 +135,7 @@ func TestInlineSurvivesMetadataEvents(t *testing.T) {
 	if got, _ := r.Stat("f"); got.HasData {
 		t.Error("contents kept across a change of the file")
 	}
-	var sum int64
-	for _, d := range r.dirs {
-		for _, e := range d.entries {
-			sum += int64(len(e.Data))
-		}
-	}
-	for _, e := range r.spare {
-		sum += int64(len(e.Data))
-	}
-	if sum != r.inline {
+	if sum := heldInline(r); sum != r.inline {
 		t.Errorf("accounting says %d bytes, the entries hold %d", r.inline, sum)
 	}
 }
@@ -203,4 +186,47 @@ func TestEntriesSortedSmall(t *testing.T) {
 	if !ok || !slices.Equal(got, want) {
 		t.Fatalf("Entries = %v, %v; want %v", got, ok, want)
 	}
+}
+
+// The replica keeps entries folded (entry); every field of every type must come back as it
+// went in.
+func TestEntriesKeepEveryField(t *testing.T) {
+	in := []wire.Entry{
+		{Name: "file", Mode: wire.ModeRegular | 0o4755, Size: 3, MtimeNs: 1, AtimeNs: 2, CtimeNs: 3, Ino: 4, Nlink: 2, UID: 5, GID: 6, Data: []byte("abc"), HasData: true},
+		{Name: "empty", Mode: wire.ModeRegular | 0o600, HasData: true, Data: []byte{}},
+		{Name: "big", Mode: wire.ModeRegular | 0o644, Size: 1 << 40, Ino: 7, Nlink: 1},
+		{Name: "link", Mode: wire.ModeSymlink | 0o777, Size: 9, Target: "../target", Ino: 8, Nlink: 1},
+		{Name: "tty", Mode: wire.ModeChar | 0o620, Rdev: 0x8801, Ino: 9, Nlink: 1},
+		{Name: "null", Mode: wire.ModeChar | 0o666, Rdev: 0, Ino: 10, Nlink: 1},
+		{Name: "sub", Mode: wire.ModeDir | 0o1777, Ino: 11, Nlink: 3},
+	}
+	r := New()
+	r.SetDir("d", in)
+	for _, want := range in {
+		got, found, listed := r.Lookup("d", want.Name)
+		if !found || !listed {
+			t.Fatalf("%s: found %v listed %v", want.Name, found, listed)
+		}
+		if len(want.Data) == 0 && want.HasData {
+			want.Data = nil // an empty file's contents come back as nil, still HasData
+			got.Data = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: got %+v, want %+v", want.Name, got, want)
+		}
+	}
+}
+
+// heldInline sums the inline contents the replica's entries and spares hold.
+func heldInline(r *Replica) int64 {
+	var sum int64
+	for _, d := range r.dirs {
+		for _, e := range d.entries {
+			sum += e.inlineLen()
+		}
+	}
+	for _, e := range r.spare {
+		sum += int64(len(e.Data))
+	}
+	return sum
 }
