@@ -246,7 +246,14 @@ func (r *Root) Mount(dir string) (*fuse.Server, error) {
 			DisableSplice: true,
 			// Setuid and setgid bits are dropped by the mount (killpriv.go), so the kernel
 			// stops asking for security.capability before every write.
-			ExtraCapabilities: killPrivCaps,
+			//
+			// READDIRPLUS_AUTO: the kernel lists with attributes (READDIRPLUS) the first
+			// batch of a folder and every batch after one whose names were looked up or
+			// stat'ed, and with names only otherwise. A listing that only wants names (ls -f,
+			// find, a shell's completion) then makes no inode per entry here or in the kernel:
+			// ls -f of a million files ran at 30,000 names/s and left 950 bytes per name in
+			// this daemon with READDIRPLUS for every batch.
+			ExtraCapabilities: killPrivCaps | fuse.CAP_READDIRPLUS_AUTO,
 			AllowOther:        r.opts.AllowOther,
 		},
 		EntryTimeout:    &timeout,
