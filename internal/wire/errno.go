@@ -50,6 +50,9 @@ const (
 	ErrnoProtocol Errno = 1004
 	// ErrnoUnsupported: the request op is not known to this peer.
 	ErrnoUnsupported Errno = 1005
+	// ErrnoConflict: a journal's change was not applied because the file changed on the owner
+	// since the mount last saw it (APPLY).
+	ErrnoConflict Errno = 1006
 )
 
 // codes is the one table of wire codes: per code its name, the errno of this system that
@@ -93,6 +96,7 @@ var codes = []struct {
 	{ErrnoChanged, "CHANGED", 0, ""},
 	{ErrnoProtocol, "PROTOCOL", 0, ""},
 	{ErrnoUnsupported, "UNSUPPORTED", 0, ""},
+	{ErrnoConflict, "CONFLICT", 0, "the file changed on the owner since the mount last saw it"},
 }
 
 var (

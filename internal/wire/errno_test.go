@@ -24,6 +24,7 @@ var errnoTable = []struct {
 	{ErrnoPathRefused, 1000, "PATH_REFUSED"}, {ErrnoNoShare, 1001, "NO_SHARE"},
 	{ErrnoHashMismatch, 1002, "HASH_MISMATCH"}, {ErrnoChanged, 1003, "CHANGED"},
 	{ErrnoProtocol, 1004, "PROTOCOL"}, {ErrnoUnsupported, 1005, "UNSUPPORTED"},
+	{ErrnoConflict, 1006, "CONFLICT"},
 }
 
 func TestErrnoValuesAndNames(t *testing.T) {
@@ -41,7 +42,7 @@ func TestErrnoValuesAndNames(t *testing.T) {
 			t.Errorf("Errno(%d).Error() = %q, want %q", e.num, got, e.name)
 		}
 	}
-	for _, unknown := range []Errno{0, 3, 999, 1006, 0xFFFFFFFF} {
+	for _, unknown := range []Errno{0, 3, 999, 1007, 0xFFFFFFFF} {
 		if got, want := unknown.String(), fmt.Sprintf("ERRNO_%d", uint32(unknown)); got != want {
 			t.Errorf("Errno(%d).String() = %q, want %q", uint32(unknown), got, want)
 		}

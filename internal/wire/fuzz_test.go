@@ -141,6 +141,11 @@ func bodyType(h Header) message {
 			return &Entry{}
 		}
 		return &MknodReq{}
+	case OpApply:
+		if reply {
+			return &ApplyResp{}
+		}
+		return &ApplyReq{}
 	}
 	return nil
 }

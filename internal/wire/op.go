@@ -62,6 +62,7 @@ const (
 	OpFallocate   Op = 0x2C
 	OpFsync       Op = 0x2D
 	OpMknod       Op = 0x2E // FIFO, socket or device node (version 4)
+	OpApply       Op = 0x2F // a mount's journal of changes, applied in order, once each
 )
 
 // Requests between the two devices themselves, about their link rather than a share.
@@ -77,7 +78,7 @@ var opNames = map[Op]string{
 	OpShares: "SHARES", OpStat: "STAT", OpReadDir: "READDIR", OpRead: "READ", OpGet: "GET",
 	OpPut: "PUT", OpMkdir: "MKDIR", OpSymlink: "SYMLINK", OpSetAttr: "SETATTR",
 	OpStatfs: "STATFS", OpGetXattr: "GETXATTR", OpListXattr: "LISTXATTR", OpWatch: "WATCH",
-	OpStream: "STREAM", OpList: "LIST",
+	OpStream: "STREAM", OpList: "LIST", OpApply: "APPLY",
 	OpEvents: "EVENTS", OpCreate: "CREATE", OpWrite: "WRITE", OpUnlink: "UNLINK", OpRmdir: "RMDIR",
 	OpRename: "RENAME", OpLink: "LINK", OpSetXattr: "SETXATTR", OpRemoveXattr: "REMOVEXATTR",
 	OpFallocate: "FALLOCATE", OpFsync: "FSYNC", OpMknod: "MKNOD",

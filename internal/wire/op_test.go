@@ -46,7 +46,7 @@ func TestOpIsRequest(t *testing.T) {
 	requests := []Op{
 		OpShares, OpStat, OpReadDir, OpRead, OpGet, OpStatfs, OpGetXattr, OpListXattr, OpWatch, OpStream,
 		OpPut, OpMkdir, OpSymlink, OpSetAttr, OpCreate, OpWrite, OpUnlink, OpRmdir, OpRename, OpLink,
-		OpSetXattr, OpRemoveXattr, OpFallocate, OpFsync, OpMknod, OpPunch, OpList,
+		OpSetXattr, OpRemoveXattr, OpFallocate, OpFsync, OpMknod, OpPunch, OpList, OpApply,
 	}
 	for _, op := range Ops() {
 		if got, want := op.IsRequest(), slices.Contains(requests, op); got != want {

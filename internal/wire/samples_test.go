@@ -173,6 +173,21 @@ var samples = []sample{
 	{"mknod-char", OpMknod, 0, &MknodReq{Share: "inbox", Path: "dev/null", Mode: ModeChar | 0o666, Rdev: 0x103}},
 	{"mknod-reply", OpMknod, FlagResponse, &Entry{Mode: ModeFIFO | 0o600, Ino: 78, Nlink: 1}},
 	{"mknod-reply-device", OpMknod, FlagResponse, &Entry{Mode: ModeChar | 0o666, Ino: 79, Nlink: 1, Rdev: 0x103}},
+	{"apply", OpApply, 0, &ApplyReq{Share: "inbox", Journal: JournalID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, First: 41, Ops: []ApplyOp{
+		{Op: OpMkdir, Body: (&MkdirReq{Share: "inbox", Path: "src", Mode: 0o755, Flags: NameExclusive}).AppendTo(nil)},
+		{Op: OpCreate, Body: (&CreateReq{Share: "inbox", Path: "src/main.c", Mode: 0o644, Flags: CreateExclusive | CreateWithData, Data: []byte("int main;\n")}).AppendTo(nil)},
+		{Op: OpWrite, Flags: ApplyHasBase, Base: FileState{Size: 4096, MtimeNs: 1_700_000_000_000_000_000, CtimeNs: 1_700_000_000_000_000_001},
+			Body: append((&WriteReq{Share: "inbox", Path: "notes.txt", Offset: 4096}).AppendTo(nil), "more"...)},
+		{Op: OpRename, Body: (&RenameReq{Share: "inbox", From: "src/.main.c.swp", To: "src/main.c"}).AppendTo(nil)},
+	}}},
+	{"apply-sync-only", OpApply, 0, &ApplyReq{Share: "inbox", Journal: JournalID{0xff}, First: 1, Flags: ApplySync}},
+	{"apply-reply", OpApply, FlagResponse, &ApplyResp{Applied: 44, Durable: 40, Results: []ApplyResult{
+		{Code: 0, Body: (&Entry{Mode: ModeDir | 0o755, Ino: 80, Nlink: 2}).AppendTo(nil)},
+		{Code: 0},
+		{Code: ErrnoConflict, Body: (&Entry{Mode: ModeRegular | 0o644, Size: 5000, Ino: 81, Nlink: 1}).AppendTo(nil)},
+		{Code: ENOENT, Body: []byte("no such file or directory")},
+	}}},
+	{"apply-reply-gap", OpApply, FlagResponse, &ApplyResp{Applied: 12, Durable: 12}},
 }
 
 // rawFrame is a seed whose body has no message type: fixed raw bytes or empty.
