@@ -38,32 +38,57 @@ func (h *Handler) listXattr(r *rpc.Request, sh *share.Share, req *wire.PathReq) 
 	h.replyMsg(r, &wire.XattrNames{Names: names}, err)
 }
 
-// mkdir answers with the new directory's Entry, which spares the mount a STAT after it.
-func (h *Handler) mkdir(r *rpc.Request, sh *share.Share, req *wire.MkdirReq) {
-	e, err := wire.Entry{}, sh.Mkdir(req.Path, req.Mode, req.Flags)
-	if err == nil {
-		e, err = sh.Stat(req.Path)
+// The changing requests (those wire.Applicable names): each is one function of the share and
+// its decoded body that returns the reply body, served alone by its own request (changing
+// makes the route) and as one op of a journal by APPLY (apply.go).
+
+// changing makes a route method of a change: it replies with the change's body, or with the
+// share's error.
+func changing[P body](change func(*share.Share, P) ([]byte, error)) func(*Handler, *rpc.Request, *share.Share, P) {
+	return func(h *Handler, r *rpc.Request, sh *share.Share, req P) {
+		b, err := change(sh, req)
+		if err != nil {
+			h.fail(r, err)
+			return
+		}
+		r.Reply(b)
 	}
-	h.replyMsg(r, &e, err)
+}
+
+// encoded is m's encoding, or err.
+func encoded(m interface{ AppendTo([]byte) []byte }, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return m.AppendTo(nil), nil
+}
+
+// mkdir answers with the new directory's Entry, which spares the mount a STAT after it.
+func mkdir(sh *share.Share, req *wire.MkdirReq) ([]byte, error) {
+	if err := sh.Mkdir(req.Path, req.Mode, req.Flags); err != nil {
+		return nil, err
+	}
+	e, err := sh.Stat(req.Path)
+	return encoded(&e, err)
 }
 
 // symlink answers with the new link's Entry, as mkdir does.
-func (h *Handler) symlink(r *rpc.Request, sh *share.Share, req *wire.SymlinkReq) {
-	e, err := wire.Entry{}, sh.Symlink(req.Path, req.Target, req.Flags)
-	if err == nil {
-		e, err = sh.Stat(req.Path)
+func symlink(sh *share.Share, req *wire.SymlinkReq) ([]byte, error) {
+	if err := sh.Symlink(req.Path, req.Target, req.Flags); err != nil {
+		return nil, err
 	}
-	h.replyMsg(r, &e, err)
+	e, err := sh.Stat(req.Path)
+	return encoded(&e, err)
 }
 
-func (h *Handler) setAttr(r *rpc.Request, sh *share.Share, req *wire.SetAttrReq) {
+func setAttr(sh *share.Share, req *wire.SetAttrReq) ([]byte, error) {
 	resp, err := sh.SetAttr(*req)
-	h.replyMsg(r, &resp, err)
+	return encoded(&resp, err)
 }
 
-func (h *Handler) create(r *rpc.Request, sh *share.Share, req *wire.CreateReq) {
+func create(sh *share.Share, req *wire.CreateReq) ([]byte, error) {
 	e, err := sh.CreateWith(*req)
-	h.replyMsg(r, &e, err)
+	return encoded(&e, err)
 }
 
 // writeReq is a WRITE body: the head and the bytes after it, which alias the request payload
@@ -82,47 +107,47 @@ func (m *writeReq) Decode(b []byte) error {
 // write writes the bytes of a WRITE straight from the request payload. Offsets travel as
 // uint64; one of 2^63 or more becomes negative here and is refused (EINVAL) as pwrite(2) refuses
 // it, after the read-only check.
-func (h *Handler) write(r *rpc.Request, sh *share.Share, req *writeReq) {
+func write(sh *share.Share, req *writeReq) ([]byte, error) {
 	resp, err := sh.Write(req.Path, int64(req.Offset), req.data)
-	h.replyMsg(r, &resp, err)
+	return encoded(&resp, err)
 }
 
-func (h *Handler) unlink(r *rpc.Request, sh *share.Share, req *wire.PathReq) {
-	h.reply(r, sh.Unlink(req.Path))
+func unlink(sh *share.Share, req *wire.PathReq) ([]byte, error) {
+	return nil, sh.Unlink(req.Path)
 }
 
-func (h *Handler) rmdir(r *rpc.Request, sh *share.Share, req *wire.PathReq) {
-	h.reply(r, sh.Rmdir(req.Path))
+func rmdir(sh *share.Share, req *wire.PathReq) ([]byte, error) {
+	return nil, sh.Rmdir(req.Path)
 }
 
-func (h *Handler) rename(r *rpc.Request, sh *share.Share, req *wire.RenameReq) {
-	h.reply(r, sh.Rename(req.From, req.To, req.Flags))
+func rename(sh *share.Share, req *wire.RenameReq) ([]byte, error) {
+	return nil, sh.Rename(req.From, req.To, req.Flags)
 }
 
-func (h *Handler) link(r *rpc.Request, sh *share.Share, req *wire.LinkReq) {
+func link(sh *share.Share, req *wire.LinkReq) ([]byte, error) {
 	e, err := sh.Link(req.From, req.To)
-	h.replyMsg(r, &e, err)
+	return encoded(&e, err)
 }
 
-func (h *Handler) setXattr(r *rpc.Request, sh *share.Share, req *wire.XattrReq) {
-	h.reply(r, sh.SetXattr(req.Path, req.Name, req.Value, req.Flags))
+func setXattr(sh *share.Share, req *wire.XattrReq) ([]byte, error) {
+	return nil, sh.SetXattr(req.Path, req.Name, req.Value, req.Flags)
 }
 
-func (h *Handler) removeXattr(r *rpc.Request, sh *share.Share, req *wire.XattrReq) {
-	h.reply(r, sh.RemoveXattr(req.Path, req.Name))
+func removeXattr(sh *share.Share, req *wire.XattrReq) ([]byte, error) {
+	return nil, sh.RemoveXattr(req.Path, req.Name)
 }
 
 // fallocate converts the range as write does.
-func (h *Handler) fallocate(r *rpc.Request, sh *share.Share, req *wire.FallocateReq) {
+func fallocate(sh *share.Share, req *wire.FallocateReq) ([]byte, error) {
 	e, err := sh.Fallocate(req.Path, req.Mode, int64(req.Offset), int64(req.Length))
-	h.replyMsg(r, &e, err)
+	return encoded(&e, err)
+}
+
+func mknod(sh *share.Share, req *wire.MknodReq) ([]byte, error) {
+	e, err := sh.Mknod(req.Path, req.Mode, req.Rdev)
+	return encoded(&e, err)
 }
 
 func (h *Handler) fsync(r *rpc.Request, sh *share.Share, req *wire.FsyncReq) {
 	h.reply(r, sh.Fsync(req.Path, req.DataOnly))
-}
-
-func (h *Handler) mknod(r *rpc.Request, sh *share.Share, req *wire.MknodReq) {
-	e, err := sh.Mknod(req.Path, req.Mode, req.Rdev)
-	h.replyMsg(r, &e, err)
 }

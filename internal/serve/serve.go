@@ -72,20 +72,20 @@ var routes = [256]route{
 	wire.OpListXattr:   {readLoop, on((*Handler).listXattr)},
 	wire.OpWatch:       {ownGoroutine, on((*Handler).watch)},
 	wire.OpPut:         {ownGoroutine, on((*Handler).put)},
-	wire.OpMkdir:       {readLoop, on((*Handler).mkdir)},
-	wire.OpSymlink:     {readLoop, on((*Handler).symlink)},
-	wire.OpSetAttr:     {readLoop, on((*Handler).setAttr)},
-	wire.OpCreate:      {readLoopIfSmall, on((*Handler).create)}, // may carry a file's first data
-	wire.OpWrite:       {readLoopIfSmall, on((*Handler).write)},
-	wire.OpUnlink:      {readLoop, on((*Handler).unlink)},
-	wire.OpRmdir:       {readLoop, on((*Handler).rmdir)},
-	wire.OpRename:      {readLoop, on((*Handler).rename)},
-	wire.OpLink:        {readLoop, on((*Handler).link)},
-	wire.OpSetXattr:    {readLoop, on((*Handler).setXattr)},
-	wire.OpRemoveXattr: {readLoop, on((*Handler).removeXattr)},
-	wire.OpFallocate:   {ownGoroutine, on((*Handler).fallocate)}, // may wait for the disk
+	wire.OpMkdir:       {readLoop, on(changing(mkdir))},
+	wire.OpSymlink:     {readLoop, on(changing(symlink))},
+	wire.OpSetAttr:     {readLoop, on(changing(setAttr))},
+	wire.OpCreate:      {readLoopIfSmall, on(changing(create))}, // may carry a file's first data
+	wire.OpWrite:       {readLoopIfSmall, on(changing(write))},
+	wire.OpUnlink:      {readLoop, on(changing(unlink))},
+	wire.OpRmdir:       {readLoop, on(changing(rmdir))},
+	wire.OpRename:      {readLoop, on(changing(rename))},
+	wire.OpLink:        {readLoop, on(changing(link))},
+	wire.OpSetXattr:    {readLoop, on(changing(setXattr))},
+	wire.OpRemoveXattr: {readLoop, on(changing(removeXattr))},
+	wire.OpFallocate:   {ownGoroutine, on(changing(fallocate))}, // may wait for the disk
 	wire.OpFsync:       {ownGoroutine, on((*Handler).fsync)},
-	wire.OpMknod:       {readLoop, on((*Handler).mknod)},
+	wire.OpMknod:       {readLoop, on(changing(mknod))},
 }
 
 // Inline implements rpc.Inliner: metadata operations and small writes are quick local
