@@ -277,6 +277,25 @@ func (s *Share) Fsync(path string, dataOnly bool) error {
 	return nil
 }
 
+// Syncfs flushes everything written to the file system that holds the share (syncfs(2)), as
+// one call however many files changed. Where the system has no syncfs it returns
+// errors.ErrUnsupported, and the caller flushes what it changed with Fsync instead.
+func (s *Share) Syncfs() error {
+	const op = "syncfs"
+	if err := s.checkWrite(op, ""); err != nil {
+		return err
+	}
+	d, err := s.root.Open(".")
+	if err != nil {
+		return fail(op, "", err)
+	}
+	defer d.Close()
+	if err := syncfs(d); err != nil {
+		return fail(op, "", err)
+	}
+	return nil
+}
+
 // Fallocate applies fallocate(2) with mode (Linux FALLOC_FL_* bits: keep size, punch hole,
 // collapse, zero, insert, unshare and write-zeroes ranges; any other bit is EOPNOTSUPP) to the
 // range [off, off+length) of the regular file path, opened through os.Root, and returns its

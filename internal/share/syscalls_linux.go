@@ -158,3 +158,5 @@ func fdatasync(f *os.File) error {
 func mknodAt(dirFd int, name string, mode uint32, rdev uint64) error {
 	return unix.Mknodat(dirFd, name, mode, int(rdev))
 }
+
+func syncfs(d *os.File) error { return unix.Syncfs(int(d.Fd())) }

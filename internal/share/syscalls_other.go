@@ -3,6 +3,7 @@
 package share
 
 import (
+	"errors"
 	"os"
 	"syscall"
 
@@ -32,3 +33,5 @@ func fdatasync(f *os.File) error { return f.Sync() }
 // mknodAt is refused off Linux: device numbers travel in Linux's encoding, and FIFOs and
 // sockets made through a mount are rare enough to wait for a port of their own.
 func mknodAt(dirFd int, name string, mode uint32, rdev uint64) error { return syscall.EOPNOTSUPP }
+
+func syncfs(d *os.File) error { return errors.ErrUnsupported }
