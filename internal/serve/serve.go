@@ -29,6 +29,9 @@ type Handler struct {
 	// List returns the shares exported to this peer.
 	List   func() []wire.ShareInfo
 	Logger *slog.Logger
+	// Journals keeps the journals mounts apply (APPLY); nil answers APPLY UNSUPPORTED, and
+	// the mount sends each change alone.
+	Journals *JournalStore
 }
 
 // inlineWrite is the largest WRITE served on the link's read loop (Inline): a small file's
@@ -86,6 +89,7 @@ var routes = [256]route{
 	wire.OpFallocate:   {ownGoroutine, on(changing(fallocate))}, // may wait for the disk
 	wire.OpFsync:       {ownGoroutine, on((*Handler).fsync)},
 	wire.OpMknod:       {readLoop, on(changing(mknod))},
+	wire.OpApply:       {ownGoroutine, (*Handler).apply}, // waits for earlier batches
 }
 
 // Inline implements rpc.Inliner: metadata operations and small writes are quick local
@@ -187,6 +191,8 @@ func shareOf(m body) string {
 	case *wire.FsyncReq:
 		return m.Share
 	case *wire.MknodReq:
+		return m.Share
+	case *wire.ApplyReq:
 		return m.Share
 	}
 	return ""

@@ -101,3 +101,12 @@ func TestRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestChangesApplicable: APPLY can apply every op wire.Applicable names, and only those.
+func TestChangesApplicable(t *testing.T) {
+	for op := range 256 {
+		if got, want := changes[op] != nil, wire.Applicable(wire.Op(op)); got != want {
+			t.Errorf("%v: APPLY applies it: %v, wire.Applicable: %v", wire.Op(op), got, want)
+		}
+	}
+}
