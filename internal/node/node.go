@@ -115,6 +115,8 @@ type Node struct {
 
 	mounts mounts
 
+	journals *serve.JournalStore // the journals peers' mounts apply to our shares; nil: none
+
 	metrics metricsState // metrics.go
 	disc    discovery    // discovery.go
 
@@ -161,6 +163,11 @@ func New(opts Options) (*Node, error) {
 	n.mounts.cacheDir = opts.CacheDir
 	if n.mounts.cacheDir == "" {
 		n.mounts.cacheDir = filepath.Join(opts.Paths.Cache, "chunks")
+	}
+	if opts.Paths.Data != "" {
+		if n.journals, err = serve.NewJournalStore(filepath.Join(opts.Paths.Data, "journals"), opts.Logger); err != nil {
+			opts.Logger.Warn("peers' mounts will send their changes one by one", "err", err)
+		}
 	}
 	n.tcfg = &transport.Config{Identity: opts.Identity, Trusted: n.trusted, Admitted: admitted, Unproven: n.pairUnproven}
 	if !opts.Standalone {
@@ -405,9 +412,10 @@ func (n *Node) attachLink(conn *transport.Conn, replacing *rpc.Session, how link
 		return errTooManyLinks
 	}
 	srv := &serve.Handler{
-		Lookup: func(name string) (*share.Share, bool) { return n.shareFor(id, name) },
-		List:   func() []wire.ShareInfo { return n.sharesFor(id) },
-		Logger: n.log,
+		Lookup:   func(name string) (*share.Share, bool) { return n.shareFor(id, name) },
+		List:     func() []wire.ShareInfo { return n.sharesFor(id) },
+		Logger:   n.log,
+		Journals: n.journals,
 	}
 	use := &linkUse{path: how}
 	sess, err := rpc.New(conn, rpc.Options{Handler: usageHandler{srv, use, p.servePunch}, Logger: n.log.With("peer", p.name()), Keepalive: n.keep, Name: n.name()})
