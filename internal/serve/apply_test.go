@@ -409,3 +409,25 @@ func TestApplyDamagedRecord(t *testing.T) {
 		t.Error("the damaged record was overwritten")
 	}
 }
+
+// TestApplyRefusedPath: an op whose path the owner refuses fails alone (PATH_REFUSED), as its
+// request alone would, and the journal goes on.
+func TestApplyRefusedPath(t *testing.T) {
+	tr, sh := openTree(t, false)
+	p := applyPeer(t, sh, newStore(t, t.TempDir()))
+	resp := mustSend(t, p, &wire.ApplyReq{Share: "test", Journal: journalA, First: 1, Ops: []wire.ApplyOp{
+		opMkdir("../escape"), opMkdir("p3"),
+	}})
+	if len(resp.Results) != 2 || resp.Applied != 2 {
+		t.Fatalf("%d results, Applied %d; want 2, 2", len(resp.Results), resp.Applied)
+	}
+	if r := resp.Results[0]; r.Code != wire.ErrnoPathRefused {
+		t.Errorf("refused path: code %v, %s; want PATH_REFUSED", r.Code, r.Body)
+	}
+	if r := resp.Results[1]; r.Code != 0 {
+		t.Errorf("the op after it: code %v, %s", r.Code, r.Body)
+	}
+	if _, err := os.Stat(filepath.Join(tr.Base, "escape")); !os.IsNotExist(err) {
+		t.Errorf("escape: %v, want it never made", err)
+	}
+}
