@@ -4,12 +4,13 @@
 // stream: a file's contents (GET, STREAM), an upload (PUT), a share's change events (WATCH).
 //
 // It is the only package on the owner's side that speaks the wire: share knows nothing of
-// sessions or frames. It must not touch a path itself (every name goes through share) and
-// must not let an OS error's text reach a peer (share.Message builds the text).
+// sessions or frames. It must not touch a path of a share itself (every name goes through
+// share) and must not let an OS error's text reach a peer (share.Message builds the text).
 //
 // Files: serve.go routes requests (the table), meta.go serves names, attributes and in-place
 // changes, files.go contents (listings, ranges, streams, uploads), watch.go the change events,
-// hashes.go remembers the hashes of files sent whole.
+// hashes.go remembers the hashes of files sent whole, apply.go applies mounts' journals
+// (APPLY) and journal.go keeps the owner's record of them (JournalStore).
 package serve
 
 import (
