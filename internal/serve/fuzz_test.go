@@ -78,6 +78,13 @@ func diskHungry(frame []byte) bool {
 func FuzzServer(f *testing.F) {
 	tr, sh := openTree(f, false)
 	sv := handlerFor(sh)
+	// APPLY with a journal store of its own, outside the tree; batches after a gap wait briefly.
+	journals, err := NewJournalStore(f.TempDir(), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	journals.gapWait = 20 * time.Millisecond
+	sv.Journals = journals
 	outside := sharetest.Snapshot(f, tr.Outside)
 	top := func() []string {
 		ents, err := os.ReadDir(tr.Base)
