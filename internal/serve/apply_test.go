@@ -431,3 +431,57 @@ func TestApplyRefusedPath(t *testing.T) {
 		t.Errorf("escape: %v, want it never made", err)
 	}
 }
+
+// TestApplyStopsEarly: past its deadline an APPLY answers the ops it applied and no more; the
+// others are not applied, and the batch sent again applies them.
+func TestApplyStopsEarly(t *testing.T) {
+	tr, sh := openTree(t, false)
+	s := newStore(t, t.TempDir())
+	p := applyPeer(t, sh, s)
+	s.deadline = -1 // past before the first op
+	resp := mustSend(t, p, mixedBatch())
+	if len(resp.Results) != 0 || resp.Applied != 0 {
+		t.Fatalf("past the deadline: %d results, Applied %d; want none, 0", len(resp.Results), resp.Applied)
+	}
+	if _, err := os.Lstat(filepath.Join(tr.Share, "d")); !os.IsNotExist(err) {
+		t.Errorf("an op without a result was applied: %v", err)
+	}
+	s.deadline = 10 * time.Second
+	if resp := mustSend(t, p, mixedBatch()); len(resp.Results) != 6 || resp.Applied != 6 {
+		t.Errorf("sent again: %d results, Applied %d; want 6, 6", len(resp.Results), resp.Applied)
+	}
+	checkMixed(t, tr)
+}
+
+// TestApplyJournalsIndependent: a batch of one journal waiting for its predecessors holds up
+// no other journal.
+func TestApplyJournalsIndependent(t *testing.T) {
+	tr, sh := openTree(t, false)
+	s := newStore(t, t.TempDir())
+	s.gapWait = 10 * time.Second
+	p := applyPeer(t, sh, s)
+	waiting := make(chan wire.ApplyResp, 1)
+	go func() {
+		resp, _ := send(t, p, &wire.ApplyReq{Share: "test", Journal: journalA, First: 2, Ops: []wire.ApplyOp{opMkdir("a2")}})
+		waiting <- resp
+	}()
+	time.Sleep(100 * time.Millisecond) // journal A's batch is waiting
+	journalB := wire.JournalID{0xb}
+	if resp := mustSend(t, p, &wire.ApplyReq{Share: "test", Journal: journalB, First: 1, Ops: []wire.ApplyOp{opMkdir("b1")}}); resp.Applied != 1 {
+		t.Errorf("journal B: Applied %d, want 1", resp.Applied)
+	}
+	select {
+	case <-waiting:
+		t.Fatal("journal A's batch after a gap was answered before its wait ended")
+	default:
+	}
+	mustSend(t, p, &wire.ApplyReq{Share: "test", Journal: journalA, First: 1, Ops: []wire.ApplyOp{opMkdir("a1")}})
+	if resp := <-waiting; resp.Applied != 2 || len(resp.Results) != 1 {
+		t.Errorf("journal A's second batch: %+v, want applied after the first", resp)
+	}
+	for _, d := range []string{"a1", "a2", "b1"} {
+		if _, err := os.Stat(filepath.Join(tr.Share, d)); err != nil {
+			t.Error(err)
+		}
+	}
+}
