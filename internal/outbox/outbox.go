@@ -450,7 +450,9 @@ type Status struct {
 	WaitingBytes int64
 	Oldest       time.Time
 	LogBytes     int64 // the log's bytes of ops not yet durable on the owner, headers included
-	// Online: the last exchange with the owner got a reply (true before the first).
+	// Online: the last exchange with the owner got a reply, be it an error (true before the
+	// first). An owner that refuses every batch (a share made read-only) is online, with
+	// LastError saying why nothing drains.
 	Online bool
 	// LastError is the last send that failed, or what stopped Run, at LastErrorAt; it stays
 	// after the owner answers again (Online says so).

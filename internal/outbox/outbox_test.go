@@ -186,8 +186,8 @@ func TestDrainInOrderPipelined(t *testing.T) {
 	if p := o.log.Pending(); p.Records != 0 {
 		t.Errorf("the log holds %d records after everything was made durable", p.Records)
 	}
-	if w.maxInFlight < 2 {
-		t.Errorf("at most %d APPLY in flight at once, want several (window 4)", w.maxInFlight)
+	if w.counts().maxInFlight < 2 {
+		t.Errorf("at most %d APPLY in flight at once, want several (window 4)", w.counts().maxInFlight)
 	}
 	st := o.Status()
 	if st.Waiting != 0 || st.WaitingBytes != 0 || !st.Oldest.IsZero() || st.LogBytes != 0 || st.Applied != 10000 || st.Durable != 10000 {
@@ -197,7 +197,7 @@ func TestDrainInOrderPipelined(t *testing.T) {
 	if st.Conflicts != 99 || st.Failed != 99+103-1 {
 		t.Errorf("status counts %d failed, %d conflicts; want 201 and 99", st.Failed, st.Conflicts)
 	}
-	t.Logf("%d APPLY calls, at most %d in flight", w.calls, w.maxInFlight)
+	t.Logf("%d APPLY calls, at most %d in flight", w.counts().calls, w.counts().maxInFlight)
 }
 
 // Requests and replies lost and replies cut short at random points: every op still reaches
@@ -222,13 +222,13 @@ func TestFaultsExactlyOnceInOrder(t *testing.T) {
 			want := a.all()
 			w.check(t, want, false)
 			got.check(t, 1, uint64(len(want)), want)
-			if w.skipped == 0 {
+			if w.counts().skipped == 0 {
 				t.Error("no op was sent again after a lost reply")
 			}
 			if o.log.Pending().Records != 0 {
 				t.Errorf("the log holds %d records after the final Sync", o.log.Pending().Records)
 			}
-			t.Logf("%d calls, %d ops skipped as already applied, %d syncs", w.calls, w.skipped, w.syncs)
+			t.Logf("%d calls, %d ops skipped as already applied, %d syncs", w.counts().calls, w.counts().skipped, w.counts().syncs)
 		})
 	}
 }
@@ -287,8 +287,8 @@ func TestRestart(t *testing.T) {
 			want := a.all()
 			w.check(t, want, false)
 			got.check(t, 301, 1000, want)
-			if w.skipped != 300 {
-				t.Errorf("the owner skipped %d ops sent again, want the 300 applied but not durable", w.skipped)
+			if w.counts().skipped != 300 {
+				t.Errorf("the owner skipped %d ops sent again, want the 300 applied but not durable", w.counts().skipped)
 			}
 		})
 	}
@@ -351,15 +351,15 @@ func TestSync(t *testing.T) {
 	if p := o.log.Pending(); p.Records != 60 {
 		t.Fatalf("the log holds %d records, want the 60 not durable", p.Records)
 	}
-	before := w.emptySyncs
+	before := w.counts().emptySyncs
 	if err := o.Sync(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, durable := w.marks(); durable != 100 {
 		t.Fatalf("Sync(100) returned with the owner durable up to %d", durable)
 	}
-	if w.emptySyncs != before+1 {
-		t.Errorf("%d APPLY of no ops asked for durability, want 1", w.emptySyncs-before)
+	if w.counts().emptySyncs != before+1 {
+		t.Errorf("%d APPLY of no ops asked for durability, want 1", w.counts().emptySyncs-before)
 	}
 	if p := o.log.Pending(); p.Records != 0 || p.Bytes != 0 {
 		t.Errorf("the log holds %+v after everything was made durable", p)
@@ -403,8 +403,8 @@ func TestSyncByItself(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 200 ops of about 106 bytes: 21 KiB, a request for durability every 4 KiB.
-		if w.syncs < 4 {
-			t.Errorf("%d APPLY asked for durability over 21 KiB of ops, want one per 4 KiB", w.syncs)
+		if w.counts().syncs < 4 {
+			t.Errorf("%d APPLY asked for durability over 21 KiB of ops, want one per 4 KiB", w.counts().syncs)
 		}
 	})
 }
@@ -443,6 +443,33 @@ func TestOfflineThenKick(t *testing.T) {
 	if st := o.Status(); !st.Online || st.Waiting != 0 {
 		t.Errorf("status once drained: %+v", st)
 	}
+}
+
+// An owner that refuses every batch (a share made read-only) is online and the reason is in
+// LastError; once it takes them again, they drain.
+func TestOwnerRefuses(t *testing.T) {
+	w := newOwner()
+	w.refuse = wire.EROFS
+	o := openT(t, Options{Dir: t.TempDir(), SyncAfter: time.Hour})
+	o.backoffMin, o.backoffMax = time.Millisecond, time.Millisecond
+	run(t, o, w)
+	var a adder
+	a.addFrom(t, o, 1, 5, "r")
+	deadline := time.Now().Add(10 * time.Second)
+	for !errors.Is(o.Status().LastError, wire.EROFS) {
+		if time.Now().After(deadline) {
+			t.Fatalf("status after refusals: %+v", o.Status())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := o.Status(); !st.Online || st.Waiting != 5 {
+		t.Errorf("status while the owner refuses: %+v", st)
+	}
+	w.set(func(w *owner) { w.refuse = 0 })
+	if err := o.WaitApplied(timeout(t), 5); err != nil {
+		t.Fatal(err)
+	}
+	w.check(t, a.all(), false)
 }
 
 // Past the log's budget Add returns ErrFull, which is wal.ErrFull too; once the owner has
@@ -625,12 +652,12 @@ func TestLogDurableBeforeSend(t *testing.T) {
 	w := newOwner()
 	o := openT(t, Options{Dir: t.TempDir(), MaxBatchBytes: 256, SyncAfter: time.Hour})
 	var synced atomic.Uint64
-	syncs := 0
+	var syncs atomic.Int32
 	o.syncLog = func() error {
 		upTo := o.Last()
 		err := o.log.Sync()
 		synced.Store(upTo)
-		syncs++
+		syncs.Add(1)
 		return err
 	}
 	var early atomic.Int32
@@ -648,7 +675,7 @@ func TestLogDurableBeforeSend(t *testing.T) {
 	if n := early.Load(); n > 0 {
 		t.Fatalf("%d APPLY carried ops not yet durable in the mount's log", n)
 	}
-	t.Logf("%d log syncs for %d APPLY", syncs, w.calls)
+	t.Logf("%d log syncs for %d APPLY", syncs.Load(), w.counts().calls)
 }
 
 // An op of the largest body goes in an APPLY alone, and a MaxBatchBytes past the frame limit

@@ -46,6 +46,7 @@ type owner struct {
 	delay       time.Duration // per APPLY; with rng, up to this
 	offline     bool
 	unsupported bool
+	refuse      wire.Errno // every APPLY fails with this ERROR
 	rng         *rand.Rand
 	pLostBefore float64 // request lost: nothing applied
 	pLostAfter  float64 // reply lost: applied
@@ -80,7 +81,7 @@ func (w *owner) Apply(ctx context.Context, req wire.ApplyReq) (wire.ApplyResp, e
 			delay = time.Duration(w.rng.Int64N(int64(delay)))
 		}
 	}
-	offline, unsupported := w.offline, w.unsupported
+	offline, unsupported, refuse := w.offline, w.unsupported, w.refuse
 	w.mu.Unlock()
 	defer w.set(func(w *owner) { w.inFlight-- })
 
@@ -89,6 +90,8 @@ func (w *owner) Apply(ctx context.Context, req wire.ApplyReq) (wire.ApplyResp, e
 		return wire.ApplyResp{}, &wire.RemoteError{Code: wire.ErrnoUnsupported, Message: "request APPLY is not supported by this peer"}
 	case offline:
 		return wire.ApplyResp{}, errOffline
+	case refuse != 0:
+		return wire.ApplyResp{}, &wire.RemoteError{Code: refuse}
 	case lostBefore:
 		return wire.ApplyResp{}, errLost
 	}
@@ -175,6 +178,15 @@ func (w *owner) powerCut() {
 	defer w.mu.Unlock()
 	w.applied = w.durable
 	w.state = w.state[:w.durable]
+}
+
+// counters are the owner's counts at one moment.
+type counters struct{ calls, maxInFlight, skipped, syncs, emptySyncs int }
+
+func (w *owner) counts() counters {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return counters{w.calls, w.maxInFlight, w.skipped, w.syncs, w.emptySyncs}
 }
 
 func (w *owner) marks() (applied, durable uint64) {

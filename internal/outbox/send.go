@@ -58,6 +58,7 @@ type runner struct {
 	syncAsked uint64 // the highest op a sync request in flight covers (0: none)
 	sinceSync int64  // op bytes sent since the last request for durability
 
+	failing bool // since the last reply that was taken
 	backoff time.Duration
 	retryAt time.Time
 	timer   *time.Timer
@@ -252,20 +253,21 @@ func (r *runner) settle(b *batch) error {
 		if errors.Is(b.err, wire.ErrnoUnsupported) {
 			return fmt.Errorf("%w: %w", ErrUnsupported, b.err)
 		}
-		r.fail(b.err)
+		var re *wire.RemoteError
+		r.fail(b.err, errors.As(b.err, &re))
 		return nil
 	}
 	resp := &b.resp
 	n := len(resp.Results)
 	switch {
 	case n > len(b.ops):
-		r.fail(fmt.Errorf("the owner answered %d results to an APPLY of %d ops", n, len(b.ops)))
+		r.fail(fmt.Errorf("the owner answered %d results to an APPLY of %d ops", n, len(b.ops)), true)
 		return nil
 	case resp.Durable > resp.Applied:
-		r.fail(fmt.Errorf("the owner's durable mark %d is past its applied mark %d", resp.Durable, resp.Applied))
+		r.fail(fmt.Errorf("the owner's durable mark %d is past its applied mark %d", resp.Durable, resp.Applied), true)
 		return nil
 	case n > 0 && resp.Applied < b.first+uint64(n)-1:
-		r.fail(fmt.Errorf("the owner answered ops up to %d but says it applied up to %d", b.first+uint64(n)-1, resp.Applied))
+		r.fail(fmt.Errorf("the owner answered ops up to %d but says it applied up to %d", b.first+uint64(n)-1, resp.Applied), true)
 		return nil
 	case resp.Applied > o.Last():
 		return fmt.Errorf("%w: the owner has applied op %d of journal %v, but this log ends at op %d: "+
@@ -317,14 +319,14 @@ func (r *runner) settle(b *batch) error {
 		}
 	}
 	o.mu.Lock()
-	wasOnline := o.online
 	o.durable, o.answered, o.online = durable, answered, true
 	o.failed += failed
 	o.conflicts += conflicts
 	o.notify()
 	o.mu.Unlock()
-	if !wasOnline {
-		o.opts.Logger.Info("outbox: the owner answers again", "journal", o.id)
+	if r.failing {
+		r.failing = false
+		o.opts.Logger.Info("outbox: the owner takes the journal again", "journal", o.id)
 	}
 	if b.sync && r.syncAsked == b.first+uint64(len(b.ops))-1 && durable < r.syncAsked {
 		r.syncAsked = durable // not made durable as far as asked: ask again
@@ -342,16 +344,17 @@ func (r *runner) settle(b *batch) error {
 	return nil
 }
 
-// fail records a send that failed and starts again after a backoff.
-func (r *runner) fail(err error) {
+// fail records a send that failed, with a reply from the owner (an ERROR: a read-only share)
+// or without (no link), and starts again after a backoff. It logs the first failure of a run.
+func (r *runner) fail(err error, answered bool) {
 	o := r.o
 	o.mu.Lock()
-	wasOnline := o.online
-	o.online, o.lastErr, o.lastErrAt = false, err, time.Now()
+	o.online, o.lastErr, o.lastErrAt = answered, err, time.Now()
 	o.notify()
 	o.mu.Unlock()
-	if wasOnline {
-		o.opts.Logger.Warn("outbox: sending to the owner failed; retrying", "journal", o.id, "err", err)
+	if !r.failing {
+		r.failing = true
+		o.opts.Logger.Warn("outbox: sending the journal failed; retrying", "journal", o.id, "err", err)
 	}
 	r.later()
 	r.restart()
