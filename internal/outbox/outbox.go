@@ -52,7 +52,8 @@ import (
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// Sender carries one APPLY to the owner and returns its reply. remote.Share is one.
+// Sender carries one APPLY to the owner and returns its reply, or an error once ctx ends.
+// remote.Share is one.
 type Sender interface {
 	Apply(ctx context.Context, req wire.ApplyReq) (wire.ApplyResp, error)
 }
@@ -393,12 +394,14 @@ func (o *Outbox) WaitApplied(ctx context.Context, seq uint64) error {
 	if last := o.Last(); seq > last {
 		return fmt.Errorf("outbox: waiting for op %d, but the last added is %d", seq, last)
 	}
-	return o.wait(ctx, func() bool { return o.applied >= seq })
+	// A reply's Applied may cover ops of later batches whose results are still on their
+	// way: the op must have its result too.
+	return o.wait(ctx, func() bool { return o.applied >= seq && o.answered >= seq })
 }
 
 // Sync waits until the owner has made op seq and every op before it durable, asking it to
-// (an APPLY with ApplySync: the batch that carries seq, or one with no ops); then the log
-// no longer holds them. It returns as WaitApplied does otherwise.
+// (an APPLY with ApplySync: the batch that carries seq, or one with no ops), and their
+// results went to OnResult. It returns as WaitApplied does otherwise.
 func (o *Outbox) Sync(ctx context.Context, seq uint64) error {
 	if last := o.Last(); seq > last {
 		return fmt.Errorf("outbox: sync of op %d, but the last added is %d", seq, last)
@@ -409,7 +412,7 @@ func (o *Outbox) Sync(ctx context.Context, seq uint64) error {
 		o.poke()
 	}
 	o.mu.Unlock()
-	return o.wait(ctx, func() bool { return o.durable >= seq })
+	return o.wait(ctx, func() bool { return o.durable >= seq && o.answered >= seq })
 }
 
 // wait waits until done (called with mu held) holds.

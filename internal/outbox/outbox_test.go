@@ -472,6 +472,36 @@ func TestOwnerRefuses(t *testing.T) {
 	w.check(t, a.all(), false)
 }
 
+// WaitApplied and Sync return only once OnResult has had the op's result, even when a reply's
+// marks run ahead of its results (the owner applied later batches before it answered).
+func TestWaitersSeeResults(t *testing.T) {
+	w := newOwner()
+	w.lateMarks = 5 * time.Millisecond
+	var got results
+	o := openT(t, Options{Dir: t.TempDir(), MaxBatchBytes: 256, SyncAfter: time.Hour, OnResult: got.add})
+	var a adder
+	a.addFrom(t, o, 1, 1000, "w")
+	run(t, o, w)
+	ctx := timeout(t)
+	seen := func() uint64 {
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		return uint64(len(got.seqs))
+	}
+	for seq := uint64(1); seq <= 1000; seq += 7 {
+		wait := o.WaitApplied
+		if seq%2 == 0 {
+			wait = o.Sync
+		}
+		if err := wait(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+		if n := seen(); n < seq {
+			t.Fatalf("a wait for op %d returned when OnResult had seen %d ops", seq, n)
+		}
+	}
+}
+
 // Past the log's budget Add returns ErrFull, which is wal.ErrFull too; once the owner has
 // made the ops durable there is room again.
 func TestErrFull(t *testing.T) {

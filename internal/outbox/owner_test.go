@@ -46,7 +46,8 @@ type owner struct {
 	delay       time.Duration // per APPLY; with rng, up to this
 	offline     bool
 	unsupported bool
-	refuse      wire.Errno // every APPLY fails with this ERROR
+	refuse      wire.Errno    // every APPLY fails with this ERROR
+	lateMarks   time.Duration // the marks of a reply are read this long after its ops were applied
 	rng         *rand.Rand
 	pLostBefore float64 // request lost: nothing applied
 	pLostAfter  float64 // reply lost: applied
@@ -165,6 +166,13 @@ func (w *owner) Apply(ctx context.Context, req wire.ApplyReq) (wire.ApplyResp, e
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
+	if w.lateMarks > 0 {
+		// The later batches in flight are applied meanwhile: the marks cover ops whose
+		// results come in their own replies.
+		w.mu.Unlock()
+		time.Sleep(w.lateMarks)
+		w.mu.Lock()
+	}
 	resp.Applied, resp.Durable = w.applied, w.durable
 	if lostAfter {
 		return wire.ApplyResp{}, errLost
