@@ -738,3 +738,45 @@ func TestLargeOpsFitFrames(t *testing.T) {
 		})
 	}
 }
+
+// Run stopped by its ctx mid-drain and started again goes on where the owner is; Close ends a
+// Run with ErrClosed, and Run after Close refuses.
+func TestRunAgainAndClose(t *testing.T) {
+	w := newOwner()
+	w.delay = 2 * time.Millisecond
+	var got results
+	o, err := Open(Options{Dir: t.TempDir(), MaxBatchBytes: 256, SyncAfter: time.Hour, Logger: quiet, OnResult: got.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a adder
+	a.addFrom(t, o, 1, 500, "x")
+	stop := run(t, o, w)
+	ctx := timeout(t)
+	if err := o.WaitApplied(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- o.Run(context.Background(), w) }()
+	if err := o.Sync(ctx, 500); err != nil {
+		t.Fatal(err)
+	}
+	want := a.all()
+	w.check(t, want, false)
+	got.check(t, 1, 500, want)
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("Run when closed: %v, want ErrClosed", err)
+	}
+	if err := o.Run(ctx, w); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run after Close: %v", err)
+	}
+	if _, err := o.Add(writeOp("late")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Add after Close: %v", err)
+	}
+}
