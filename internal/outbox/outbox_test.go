@@ -780,3 +780,23 @@ func TestRunAgainAndClose(t *testing.T) {
 		t.Errorf("Add after Close: %v", err)
 	}
 }
+
+// A failed fsync of the log stops Run for good: the kernel may have dropped the pages, and a
+// later fsync would report success.
+func TestLogSyncFails(t *testing.T) {
+	w := newOwner()
+	o := openT(t, Options{Dir: t.TempDir()})
+	eio := errors.New("input/output error")
+	o.syncLog = func() error { return eio }
+	o.Add(writeOp("a"))
+	err := o.Run(timeout(t), w)
+	if !errors.Is(err, ErrDamaged) || !errors.Is(err, eio) {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := w.counts().calls; n != 0 {
+		t.Errorf("%d APPLY sent after the log failed to sync", n)
+	}
+	if err := o.Run(timeout(t), w); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Run again: %v", err)
+	}
+}

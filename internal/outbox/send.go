@@ -182,7 +182,11 @@ func (r *runner) fill() error {
 			// The owner must never hold an op a power cut here could take back.
 			upTo := o.Last()
 			if err := o.syncLog(); err != nil {
-				return fmt.Errorf("%w: making the log durable before sending it: %w", ErrDamaged, err)
+				// After a failed fsync the kernel may have dropped the pages it could not
+				// write and call the next fsync a success: nothing is sent after it.
+				return fmt.Errorf("%w: the disk failed to make the log durable (%w), so it may have lost "+
+					"changes; check the disk, and copy the directory %s somewhere safe before moving it aside",
+					ErrDamaged, err, o.opts.Dir)
 			}
 			r.synced = upTo
 		}
