@@ -258,6 +258,46 @@ func (p Peer) Fsync(ctx context.Context, share, path string, dataOnly bool) erro
 	return p.callEmpty(ctx, wire.OpFsync, req.AppendTo(nil))
 }
 
+// Apply sends one APPLY, a batch of a mount's journal, and returns the owner's one reply
+// frame: its marks and a result per op it answered (PROTOCOL.md, APPLY). A peer that predates
+// APPLY fails it with a *wire.RemoteError of Code wire.ErrnoUnsupported
+// (errors.Is(err, wire.ErrnoUnsupported)); the caller then sends each change as its own request.
+func (p Peer) Apply(ctx context.Context, req wire.ApplyReq) (wire.ApplyResp, error) {
+	// The batch is encoded once, into the frame buffer it leaves in: up to a MiB of ops is
+	// not copied again on its way out.
+	n := applyLen(&req)
+	if n > wire.MaxFrameLen {
+		return wire.ApplyResp{}, fmt.Errorf("APPLY of %d ops is %d bytes, past the frame limit %d", len(req.Ops), n, wire.MaxFrameLen)
+	}
+	body := rpc.GetBuffer(n)
+	if got := len(req.AppendTo(body.Payload()[:0])); got != n {
+		body.Release()
+		return wire.ApplyResp{}, fmt.Errorf("APPLY encoded to %d bytes, %d expected", got, n)
+	}
+	buf, err := p.S.CallBuffer(ctx, wire.OpApply, body, nil)
+	if err != nil {
+		return wire.ApplyResp{}, err
+	}
+	defer buf.Release()
+	var resp wire.ApplyResp
+	if err := resp.Decode(buf.Payload()); err != nil {
+		return wire.ApplyResp{}, fmt.Errorf("APPLY reply: %w", err)
+	}
+	return resp, nil
+}
+
+// applyLen is the encoded length of req (wire.ApplyReq.AppendTo).
+func applyLen(req *wire.ApplyReq) int {
+	n := 2 + len(req.Share) + wire.JournalIDLen + 8 + 1 + 4
+	for i := range req.Ops {
+		n += 1 + 1 + 4 + len(req.Ops[i].Body)
+		if req.Ops[i].Flags&wire.ApplyHasBase != 0 {
+			n += 8 * 3
+		}
+	}
+	return n
+}
+
 // callEmpty makes a request whose reply has an empty body.
 func (p Peer) callEmpty(ctx context.Context, op wire.Op, body []byte) error {
 	buf, err := p.S.Call(ctx, op, body)

@@ -128,6 +128,13 @@ func (s *Share) Fsync(ctx context.Context, path string, dataOnly bool) error {
 	return callErr(s, ctx, func(p Peer, ctx context.Context) error { return p.Fsync(ctx, s.name, path, dataOnly) })
 }
 
+// Apply sends req, a batch of the mount's journal, for this share (Peer.Apply: a peer that
+// predates APPLY answers wire.ErrnoUnsupported).
+func (s *Share) Apply(ctx context.Context, req wire.ApplyReq) (wire.ApplyResp, error) {
+	req.Share = s.name
+	return call(s, ctx, func(p Peer, ctx context.Context) (wire.ApplyResp, error) { return p.Apply(ctx, req) })
+}
+
 func (s *Share) Statfs(ctx context.Context) (wire.Statfs, error) {
 	return call(s, ctx, func(p Peer, ctx context.Context) (wire.Statfs, error) { return p.Statfs(ctx, s.name) })
 }
