@@ -48,3 +48,10 @@ func (n *Node) DialThroughRelay(ctx context.Context, peer string) error {
 	}
 	return n.attachVia(conn, linkPath{kind: api.PathRelayed, via: rcs[0].url.Redacted()})
 }
+
+// PeerOffline reports whether the named peer counts as offline (peer.offline): no link, and
+// the last try to reach it failed.
+func (n *Node) PeerOffline(peer string) bool {
+	p, err := n.peerByName(peer)
+	return err == nil && p.offline()
+}

@@ -321,3 +321,68 @@ func ownerTree(dir string) string {
 	}
 	return b.String()
 }
+
+// Offline, a mount keeps serving what it has and fails fast for the rest: with the owner's
+// daemon gone (its every try refused), a listing the mount made and a file it read whole
+// still answer, and a read of what it never fetched fails within a couple of seconds rather
+// than after the mount's --wait (30 s here). The owner back, it reads again.
+func TestMountOfflineServesCachedAndFailsFast(t *testing.T) {
+	m := mountShare(t)
+	if err := os.Mkdir(filepath.Join(m.share, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		peertest.WriteRandomFile(t, filepath.Join(m.share, "docs", fmt.Sprintf("n%d.txt", i)), 3000, uint64(i))
+	}
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "cached.bin"), 8<<20, 31)
+	peertest.WriteRandomFile(t, filepath.Join(m.share, "uncached.bin"), 8<<20, 32)
+	want, err := os.ReadFile(filepath.Join(m.share, "cached.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(m.mnt, "cached.bin")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read through the mount: %v", err)
+	}
+	listed, err := os.ReadDir(filepath.Join(m.mnt, "docs"))
+	if err != nil || len(listed) != 5 {
+		t.Fatalf("listing: %d entries, %v", len(listed), err)
+	}
+
+	m.a.Stop()
+	// Wait until the mount's daemon has tried the owner and failed.
+	deadline := time.Now().Add(20 * time.Second)
+	for !m.b.N.PeerOffline("alpha") {
+		if time.Now().After(deadline) {
+			t.Fatal("the owner's daemon is stopped, yet the mount's daemon never found it unreachable")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	start := time.Now()
+	_, rerr := os.ReadFile(filepath.Join(m.mnt, "uncached.bin"))
+	if took := time.Since(start); rerr == nil || took > 5*time.Second {
+		t.Fatalf("offline read of uncached data: err %v after %v, want an error within a few seconds", rerr, took)
+	}
+	if got, err := os.ReadDir(filepath.Join(m.mnt, "docs")); err != nil || len(got) != 5 {
+		t.Fatalf("offline listing: %d entries, %v", len(got), err)
+	}
+	if got, err := os.ReadFile(filepath.Join(m.mnt, "cached.bin")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("offline read of a file read whole before: %v", err)
+	}
+
+	m.a.Restart()
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(m.mnt, "uncached.bin"))
+		if err == nil {
+			if w, _ := os.ReadFile(filepath.Join(m.share, "uncached.bin")); !bytes.Equal(got, w) {
+				t.Fatal("content differs after the owner came back")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing 30 s after the owner came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

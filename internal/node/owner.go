@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/rpc"
 )
 
@@ -20,13 +21,23 @@ type mountLink struct {
 
 var errLinkDown = errors.New("peer unreachable")
 
+// offlineWait bounds an impatient call's wait (a read, a listing) while the peer is offline:
+// long enough for the try it kicks to succeed when the peer is back on the LAN, short enough
+// that an application reading what the mount has not cached gets EIO at once, not after the
+// mount's --wait.
+const offlineWait = 1500 * time.Millisecond
+
 // Link waits for the link (an interrupted wait returns EINTR) and returns the context for the
 // call itself, which a signal does not cancel: a local filesystem does not fail lstat or rmdir
 // with EINTR, and programs (stress-ng, make) do not expect it. A dead link still ends the
 // call, through keepalive. Until done is called, a link being replaced stays open for the
 // call (rekey.go).
-func (l mountLink) Link(ctx context.Context) (*rpc.Session, context.Context, func(), error) {
-	sess, use, err := l.p.acquire(ctx, l.wait)
+func (l mountLink) Link(ctx context.Context, pat remote.Patience) (*rpc.Session, context.Context, func(), error) {
+	wait := l.wait
+	if pat == remote.Impatient && l.p.offline() {
+		wait = min(wait, offlineWait)
+	}
+	sess, use, err := l.p.acquire(ctx, wait)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", errLinkDown, err) // an interrupted wait stays EINTR
 	}

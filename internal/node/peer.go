@@ -30,6 +30,8 @@ type peer struct {
 	since     time.Time
 	lastErr   error
 	lastAddr  string
+	lostAt    time.Time     // when the link our calls used ended
+	failedAt  time.Time     // when the last try to reach the peer (every candidate and relay) failed
 	changed   chan struct{} // closed and replaced whenever sess changes
 	attempted chan struct{} // closed and replaced after every failed dial
 	kick      chan struct{} // capacity 1: dial now
@@ -99,10 +101,18 @@ func (p *peer) setConfig(cfg config.Peer) bool {
 
 func (p *peer) setError(err error) {
 	p.mu.Lock()
-	p.lastErr = err
+	p.lastErr, p.failedAt = err, time.Now()
 	close(p.attempted)
 	p.attempted = make(chan struct{})
 	p.mu.Unlock()
+}
+
+// offline reports whether the peer has no link and could not be reached at the last try
+// since it had one (or ever).
+func (p *peer) offline() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return (p.sess == nil || p.sess.Err() != nil) && !p.failedAt.IsZero() && !p.failedAt.Before(p.lostAt)
 }
 
 // refusal reports whether err means the two devices do not trust each other (or the address
@@ -277,7 +287,7 @@ func (p *peer) clearSession(sess *rpc.Session) {
 		return
 	}
 	p.sess, p.conn = nil, nil
-	p.lastErr = sess.Err()
+	p.lastErr, p.lostAt = sess.Err(), time.Now()
 	if n := len(p.extra); n > 0 {
 		l := p.extra[n-1]
 		p.extra = p.extra[:n-1]

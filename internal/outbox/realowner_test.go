@@ -62,7 +62,7 @@ type linker struct {
 	sess *rpc.Session
 }
 
-func (l *linker) Link(ctx context.Context) (*rpc.Session, context.Context, func(), error) {
+func (l *linker) Link(ctx context.Context, _ remote.Patience) (*rpc.Session, context.Context, func(), error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.sess, ctx, func() {}, nil

@@ -7,12 +7,26 @@ import (
 	"github.com/peerfs/peerfs/internal/wire"
 )
 
-// Linker gives a Share the link for one call. Link waits a bounded time for the link, then
-// fails; callCtx is the context for the call itself; done is called once the call (for a
-// STREAM, the stream) is over, also after an error.
+// Linker gives a Share the link for one call. Link waits a bounded time for the link (how
+// long depends on the call's Patience), then fails; callCtx is the context for the call
+// itself; done is called once the call (for a STREAM, the stream) is over, also after an
+// error.
 type Linker interface {
-	Link(ctx context.Context) (sess *rpc.Session, callCtx context.Context, done func(), err error)
+	Link(ctx context.Context, p Patience) (sess *rpc.Session, callCtx context.Context, done func(), err error)
 }
+
+// Patience is how a call bears a lost link.
+type Patience uint8
+
+const (
+	// Patient calls (a mount's changes) wait the mount's whole bound for a lost link to come
+	// back: an application's write survives a short outage.
+	Patient Patience = iota
+	// Impatient calls (reads, listings, attributes, a journal's batches) give up at once when
+	// the peer could not be reached at its last try: offline, what the mount has not cached
+	// fails fast instead of hanging, and a journal retries by itself.
+	Impatient
+)
 
 // Share is one share of a peer as a mount uses it: every call takes the link from its Linker
 // and makes one request naming the share, the only place a mount's requests get their share
@@ -28,9 +42,18 @@ func NewShare(link Linker, name string) *Share { return &Share{link: link, name:
 // Name is the share's name.
 func (s *Share) Name() string { return s.name }
 
-// call runs f on the link.
+// call runs f on the link, patiently (a change).
 func call[T any](s *Share, ctx context.Context, f func(p Peer, ctx context.Context) (T, error)) (T, error) {
-	sess, callCtx, done, err := s.link.Link(ctx)
+	return callWith(s, ctx, Patient, f)
+}
+
+// ask runs f on the link, impatiently (a question).
+func ask[T any](s *Share, ctx context.Context, f func(p Peer, ctx context.Context) (T, error)) (T, error) {
+	return callWith(s, ctx, Impatient, f)
+}
+
+func callWith[T any](s *Share, ctx context.Context, pat Patience, f func(p Peer, ctx context.Context) (T, error)) (T, error) {
+	sess, callCtx, done, err := s.link.Link(ctx, pat)
 	if err != nil {
 		var zero T
 		return zero, err
@@ -46,16 +69,19 @@ func callErr(s *Share, ctx context.Context, f func(p Peer, ctx context.Context) 
 }
 
 func (s *Share) Stat(ctx context.Context, path string) (wire.Entry, error) {
-	return call(s, ctx, func(p Peer, ctx context.Context) (wire.Entry, error) { return p.Stat(ctx, s.name, path) })
+	return ask(s, ctx, func(p Peer, ctx context.Context) (wire.Entry, error) { return p.Stat(ctx, s.name, path) })
 }
 
 // List hands the entries of directory path to add a reply frame at a time (Peer.List).
 func (s *Share) List(ctx context.Context, path string, inlineMax uint32, add func([]wire.Entry) error) error {
-	return callErr(s, ctx, func(p Peer, ctx context.Context) error { return p.List(ctx, s.name, path, inlineMax, add) })
+	_, err := ask(s, ctx, func(p Peer, ctx context.Context) (struct{}, error) {
+		return struct{}{}, p.List(ctx, s.name, path, inlineMax, add)
+	})
+	return err
 }
 
 func (s *Share) Read(ctx context.Context, path string, off int64, dst []byte) (int, error) {
-	return call(s, ctx, func(p Peer, ctx context.Context) (int, error) { return p.Read(ctx, s.name, path, uint64(off), dst) })
+	return ask(s, ctx, func(p Peer, ctx context.Context) (int, error) { return p.Read(ctx, s.name, path, uint64(off), dst) })
 }
 
 func (s *Share) Write(ctx context.Context, path string, off int64, data []byte) (wire.ChangeResp, error) {
@@ -132,19 +158,19 @@ func (s *Share) Fsync(ctx context.Context, path string, dataOnly bool) error {
 // predates APPLY answers wire.ErrnoUnsupported).
 func (s *Share) Apply(ctx context.Context, req wire.ApplyReq) (wire.ApplyResp, error) {
 	req.Share = s.name
-	return call(s, ctx, func(p Peer, ctx context.Context) (wire.ApplyResp, error) { return p.Apply(ctx, req) })
+	return ask(s, ctx, func(p Peer, ctx context.Context) (wire.ApplyResp, error) { return p.Apply(ctx, req) })
 }
 
 func (s *Share) Statfs(ctx context.Context) (wire.Statfs, error) {
-	return call(s, ctx, func(p Peer, ctx context.Context) (wire.Statfs, error) { return p.Statfs(ctx, s.name) })
+	return ask(s, ctx, func(p Peer, ctx context.Context) (wire.Statfs, error) { return p.Statfs(ctx, s.name) })
 }
 
 func (s *Share) GetXattr(ctx context.Context, path, name string) ([]byte, error) {
-	return call(s, ctx, func(p Peer, ctx context.Context) ([]byte, error) { return p.GetXattr(ctx, s.name, path, name) })
+	return ask(s, ctx, func(p Peer, ctx context.Context) ([]byte, error) { return p.GetXattr(ctx, s.name, path, name) })
 }
 
 func (s *Share) ListXattr(ctx context.Context, path string) ([]string, error) {
-	return call(s, ctx, func(p Peer, ctx context.Context) ([]string, error) { return p.ListXattr(ctx, s.name, path) })
+	return ask(s, ctx, func(p Peer, ctx context.Context) ([]string, error) { return p.ListXattr(ctx, s.name, path) })
 }
 
 func (s *Share) SetXattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
@@ -184,7 +210,7 @@ type ChunkStream interface {
 // file's attributes as the owner saw them at the start. The stream holds its link until it
 // is closed.
 func (s *Share) Stream(ctx context.Context, path string, off, length int64) (wire.Entry, ChunkStream, error) {
-	sess, callCtx, done, err := s.link.Link(ctx)
+	sess, callCtx, done, err := s.link.Link(ctx, Impatient)
 	if err != nil {
 		return wire.Entry{}, nil, err
 	}

@@ -81,7 +81,7 @@ type fakeLink struct {
 	links, done atomic.Int32
 }
 
-func (l *fakeLink) Link(ctx context.Context) (*rpc.Session, context.Context, func(), error) {
+func (l *fakeLink) Link(ctx context.Context, _ Patience) (*rpc.Session, context.Context, func(), error) {
 	if l.err != nil {
 		return nil, nil, nil, l.err
 	}
