@@ -57,4 +57,8 @@ var localErrno = map[wire.Errno]syscall.Errno{
 	wire.ErrnoChanged:      syscall.EIO,
 	wire.ErrnoProtocol:     syscall.EIO,
 	wire.ErrnoUnsupported:  syscall.ENOSYS,
+	// A change the owner refused because its file changed there meanwhile: the mount keeps
+	// both versions, so an application that hears of it gets the deferred write error NFS
+	// gives.
+	wire.ErrnoConflict: syscall.EIO,
 }
