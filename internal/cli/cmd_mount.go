@@ -65,7 +65,7 @@ may run beside the daemon of the same home. It is not remembered.`,
 	f.BoolVar(&opts.NoPassthrough, "no-passthrough", false, "never serve cached files by FUSE passthrough")
 	f.StringVar(&opts.Idmap, "idmap", "user", "how owners show: user (the peer's files show as yours, like sshfs -o idmap=user) or none (user and group IDs as the peer numbers them)")
 	f.BoolVar(&opts.AllowOther, "allow-other", false, "let every user of this machine use the mount, with permissions checked as on a local disk (needs user_allow_other in /etc/fuse.conf unless root)")
-	f.IntVar(&opts.Wait, "wait", 0, "seconds an operation waits for a lost link before failing with EIO (default 30)")
+	f.IntVar(&opts.Wait, "wait", 0, "seconds a change waits for a lost link before failing with EIO (default 30; reads fail within 1.5 s while the peer is offline)")
 	f.BoolVarP(&opts.Foreground, "foreground", "f", false, "serve the mount from this process, without a daemon, until interrupted")
 	f.Int64Var(&opts.Readahead, "readahead", 0, "bytes a sequential reader's stream runs ahead of it (default 16 MiB)")
 	f.Int64Var(&opts.KernelReadahead, "kernel-readahead", 0, "the kernel's readahead window on the mount, in bytes; needs root (default 1 MiB)")
