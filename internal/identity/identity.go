@@ -128,11 +128,11 @@ func (id *Identity) Save(dir string) error {
 	// The key goes last: its presence is what marks the identity as
 	// complete, so an interrupted Save can simply be retried.
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: id.Cert.Certificate[0]})
-	if err := writeFileAtomic(filepath.Join(dir, CertFile), certPEM); err != nil {
+	if err := rootfs.WriteFileAtomic(filepath.Join(dir, CertFile), certPEM); err != nil {
 		return fmt.Errorf("save identity: %w", err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	if err := writeFileAtomic(keyPath, keyPEM); err != nil {
+	if err := rootfs.WriteFileAtomic(keyPath, keyPEM); err != nil {
 		return fmt.Errorf("save identity: %w", err)
 	}
 	return nil
@@ -222,48 +222,4 @@ func ensureDir(dir string) error {
 		return fmt.Errorf("save identity: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to path with mode 0600 so that a crash
-// leaves either the old file or the new one, never a torn one.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	syncDir(dir)
-	return nil
-}
-
-// syncDir makes a rename durable. Best effort: the data itself is already synced.
-func syncDir(dir string) {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return
-	}
-	rootfs.SyncDir(r, ".")
-	r.Close()
 }

@@ -241,45 +241,10 @@ func openJournal(dir string) (wire.JournalID, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return id, err
 	}
-	if err := writeFileAtomic(path, id[:]); err != nil {
+	if err := rootfs.WriteFileAtomic(path, id[:]); err != nil {
 		return id, fmt.Errorf("outbox: writing the journal's ID: %w", err)
 	}
 	return id, nil
-}
-
-// writeFileAtomic writes data to path through a temporary file, fsynced and renamed over,
-// and fsyncs the directory so the name survives a power cut.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	return rootfs.SyncDir(r, ".")
 }
 
 // Journal returns the journal's ID.

@@ -2,15 +2,19 @@
 // otherwise each spell: share (the owner's uploads and in-place changes) and transfer (a
 // pull's destination). That is the open flags that keep an open to what was meant, the
 // directory sync that makes a rename durable, the name a file is received under until its
-// hash verifies, and the recognition of os.Root's refusal of a name that leads outside.
+// hash verifies, and the recognition of os.Root's refusal of a name that leads outside. And
+// the replacement of a small state file that survives a crash (WriteFileAtomic: a device's
+// identity, a journal's ID).
 //
-// It imports nothing of peerfs and resolves no path itself: every name goes through the
-// os.Root its caller passes.
+// It imports nothing of peerfs. It resolves no name inside a folder itself: every such name
+// goes through the os.Root its caller passes (WriteFileAtomic writes a state file of the
+// device's own, by path).
 package rootfs
 
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +54,42 @@ func SyncDir(root *os.Root, dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// WriteFileAtomic replaces the file at path with data (mode 0600) so that a crash leaves the
+// old file or the new one, never a torn one: a temporary file beside it, fsynced, renamed
+// over, and the directory synced so the new name survives a power cut.
+func WriteFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*") // created 0600
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return SyncDir(r, ".")
 }
 
 // os.Root refuses a name that leaves the root ("/x", too many "..", or a symlink whose target

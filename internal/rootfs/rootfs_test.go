@@ -107,3 +107,26 @@ func TestSyncDir(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "state")
+	for _, content := range []string{"first", "second, longer than the first"} {
+		if err := WriteFileAtomic(p, []byte(content)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != content {
+			t.Fatalf("read back %q, %v; want %q", got, err, content)
+		}
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+			t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Fatalf("left beside it: %v", names)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, "missing", "state"), nil); err == nil {
+		t.Fatal("a file in a missing folder was written")
+	}
+}
