@@ -131,7 +131,7 @@ type labDevice struct {
 	host   *netlab.Host
 	id     string
 	daemon *exec.Cmd
-	log    lockedBuffer
+	log    netlab.Output
 }
 
 func (d *labDevice) tryCLI(args ...string) (string, error) {
@@ -601,30 +601,6 @@ func runReachLab(ctx context.Context, bin string, size int64, runs, cutRuns int)
 		return r, fmt.Errorf("the reach lab: %w", err)
 	}
 	return r, nil
-}
-
-// lockedBuffer collects a daemon's stderr, written by exec's goroutine, read for errors.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func (b *lockedBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b.Reset()
 }
 
 var labPathDevices = map[string]string{

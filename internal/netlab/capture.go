@@ -15,8 +15,8 @@ import (
 type Capture struct {
 	host *Host
 	cmd  *exec.Cmd
-	out  lockedBuffer // the pcap stream
-	errs lockedBuffer
+	out  Output // the pcap stream
+	errs Output
 	done chan error
 	pcap []byte // after Stop
 }
@@ -79,9 +79,7 @@ func (c *Capture) Stop() []byte {
 		c.cmd.Process.Kill()
 		<-c.done
 	}
-	c.out.mu.Lock()
-	c.pcap = bytes.Clone(c.out.buf.Bytes())
-	c.out.mu.Unlock()
+	c.pcap = c.out.Bytes()
 	if c.pcap == nil {
 		c.pcap = []byte{}
 	}

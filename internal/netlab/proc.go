@@ -41,7 +41,7 @@ type Proc struct {
 	done  chan struct{}
 	err   error // of Wait; set before done closes
 
-	stderr lockedBuffer
+	stderr Output
 	stop   sync.Once
 }
 
@@ -163,22 +163,39 @@ func runChild(name string, args []string) int {
 	return 0
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type lockedBuffer struct {
+// Output collects what a process in the lab writes (an exec.Cmd's Stdout or Stderr, written
+// by exec's goroutine) for a test or benchmark to read while it runs. The zero Output is
+// ready.
+type Output struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *Output) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+// String returns what was written so far.
+func (b *Output) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Bytes returns a copy of what was written so far.
+func (b *Output) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+// Reset forgets what was written.
+func (b *Output) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
 }
 
 // Conntrack lists the connection tracking entries of h's namespace (`conntrack -L`): what a

@@ -119,7 +119,7 @@ func labPairShow(t *testing.T, d *labDevice) (string, func() (string, error)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	showErr := &labBuffer{}
+	showErr := &netlab.Output{}
 	show.Stderr = showErr
 	if err := show.Start(); err != nil {
 		t.Fatal(err)

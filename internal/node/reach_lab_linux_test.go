@@ -57,24 +57,6 @@ func peerfsBinary(t *testing.T) string {
 	return peerfsBin
 }
 
-// labBuffer collects a process's output for the test's log and checks.
-type labBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *labBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *labBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // labDevice is one device: a home, and a daemon in host's namespace.
 type labDevice struct {
 	t      *testing.T
@@ -84,7 +66,7 @@ type labDevice struct {
 	host   *netlab.Host
 	id     string
 	daemon *exec.Cmd
-	log    *labBuffer
+	log    *netlab.Output
 }
 
 func newLabDevice(t *testing.T, name string, host *netlab.Host) *labDevice {
@@ -118,7 +100,7 @@ func (d *labDevice) tryCLI(args ...string) (string, error) {
 // start runs d's daemon in its namespace and returns when its control socket answers.
 func (d *labDevice) start() {
 	d.t.Helper()
-	d.log = &labBuffer{}
+	d.log = &netlab.Output{}
 	d.daemon = d.host.Command(d.bin, "--home", d.home, "daemon", "-v")
 	d.daemon.Stderr = d.log
 	if err := d.daemon.Start(); err != nil {
