@@ -89,7 +89,7 @@ func (n *Node) link(ctx context.Context, name string) (*peer, *rpc.Session, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	sess, err := p.session(ctx, connectWait)
+	sess, err := p.session(ctx, connectWait, false)
 	return p, sess, err
 }
 
@@ -101,7 +101,7 @@ func (n *Node) use(ctx context.Context, name string) (p *peer, sess *rpc.Session
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sess, u, err = p.acquire(ctx, connectWait)
+	sess, u, err = p.acquire(ctx, connectWait, false)
 	return p, sess, u, err
 }
 

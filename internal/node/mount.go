@@ -399,7 +399,7 @@ func (n *Node) unmountAll() {
 func (n *Node) watchLoop(ctx context.Context, m *mount, p *peer, share string) {
 	missed := false
 	for ctx.Err() == nil {
-		sess, err := p.session(ctx, time.Hour)
+		sess, err := p.session(ctx, time.Hour, false)
 		if err != nil {
 			// A refusal comes back at once: do not ask again in a tight loop.
 			select {

@@ -324,8 +324,8 @@ func ownerTree(dir string) string {
 
 // Offline, a mount keeps serving what it has and fails fast for the rest: with the owner's
 // daemon gone (its every try refused), a listing the mount made and a file it read whole
-// still answer, and a read of what it never fetched fails within a couple of seconds rather
-// than after the mount's --wait (30 s here). The owner back, it reads again.
+// still answer, and a read of what it never fetched fails within 2 s (at once when the
+// owner's machine refuses the connection) rather than after the mount's --wait (30 s here). The owner back, it reads again.
 func TestMountOfflineServesCachedAndFailsFast(t *testing.T) {
 	m := mountShare(t)
 	if err := os.Mkdir(filepath.Join(m.share, "docs"), 0o755); err != nil {
@@ -360,8 +360,9 @@ func TestMountOfflineServesCachedAndFailsFast(t *testing.T) {
 
 	start := time.Now()
 	_, rerr := os.ReadFile(filepath.Join(m.mnt, "uncached.bin"))
-	if took := time.Since(start); rerr == nil || took > 5*time.Second {
-		t.Fatalf("offline read of uncached data: err %v after %v, want an error within a few seconds", rerr, took)
+	t.Logf("offline uncached read failed after %v: %v", time.Since(start), rerr)
+	if took := time.Since(start); rerr == nil || took > 2*time.Second {
+		t.Fatalf("offline read of uncached data: err %v after %v, want an error within 2 s", rerr, took)
 	}
 	if got, err := os.ReadDir(filepath.Join(m.mnt, "docs")); err != nil || len(got) != 5 {
 		t.Fatalf("offline listing: %d entries, %v", len(got), err)

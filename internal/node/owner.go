@@ -22,9 +22,9 @@ type mountLink struct {
 var errLinkDown = errors.New("peer unreachable")
 
 // offlineWait bounds an impatient call's wait (a read, a listing) while the peer is offline:
-// long enough for the try it kicks to succeed when the peer is back on the LAN, short enough
-// that an application reading what the mount has not cached gets EIO at once, not after the
-// mount's --wait.
+// it waits for the try it kicks, which may find the peer back, and gives up when that try
+// fails or after this long (a try that hangs), so that an application reading what the mount
+// has not cached gets EIO at once, not after the mount's --wait.
 const offlineWait = 1500 * time.Millisecond
 
 // Link waits for the link (an interrupted wait returns EINTR) and returns the context for the
@@ -33,11 +33,11 @@ const offlineWait = 1500 * time.Millisecond
 // call, through keepalive. Until done is called, a link being replaced stays open for the
 // call (rekey.go).
 func (l mountLink) Link(ctx context.Context, pat remote.Patience) (*rpc.Session, context.Context, func(), error) {
-	wait := l.wait
-	if pat == remote.Impatient && l.p.offline() {
+	wait, offline := l.wait, pat == remote.Impatient && l.p.offline()
+	if offline {
 		wait = min(wait, offlineWait)
 	}
-	sess, use, err := l.p.acquire(ctx, wait)
+	sess, use, err := l.p.acquire(ctx, wait, offline)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", errLinkDown, err) // an interrupted wait stays EINTR
 	}

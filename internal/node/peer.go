@@ -263,8 +263,8 @@ func (p *peer) dropUse(sess *rpc.Session) {
 // acquire is session for a caller that runs calls or a transfer on the link: the link is
 // not closed for a rekey (rekey.go) until use.done is called, once. use may be nil (a link
 // that ended meanwhile); done accepts that.
-func (p *peer) acquire(ctx context.Context, wait time.Duration) (*rpc.Session, *linkUse, error) {
-	sess, err := p.session(ctx, wait)
+func (p *peer) acquire(ctx context.Context, wait time.Duration, untilFailed bool) (*rpc.Session, *linkUse, error) {
+	sess, err := p.session(ctx, wait, untilFailed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -300,8 +300,9 @@ func (p *peer) clearSession(sess *rpc.Session) {
 
 // session returns the live link, waiting up to wait for one. It kicks the dial loop once, so
 // a caller does not wait out a long backoff; later attempts keep their backoff, or callers
-// that wait long (a mount's event loop) would redial as fast as dials fail.
-func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, error) {
+// that wait long (a mount's event loop) would redial as fast as dials fail. With untilFailed
+// it also gives up as soon as a try to reach the peer fails (an offline peer's question).
+func (p *peer) session(ctx context.Context, wait time.Duration, untilFailed bool) (*rpc.Session, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	kicked := false
@@ -330,7 +331,7 @@ func (p *peer) session(ctx context.Context, wait time.Duration) (*rpc.Session, e
 			p.mu.Lock()
 			lastErr := p.lastErr
 			p.mu.Unlock()
-			if refusal(lastErr) {
+			if untilFailed || refusal(lastErr) {
 				return nil, unreachable(name, addr, lastErr)
 			}
 		case <-ctx.Done():
