@@ -159,15 +159,7 @@ func (d *labDevice) stop() {
 	if d.daemon == nil {
 		return
 	}
-	d.daemon.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { d.daemon.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		d.daemon.Process.Kill()
-		<-done
-	}
+	netlab.Interrupt(d.daemon, 15*time.Second)
 	d.daemon = nil
 }
 

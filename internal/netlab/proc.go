@@ -120,6 +120,20 @@ func (p *Proc) Wait(timeout time.Duration) error {
 	return nil
 }
 
+// Interrupt asks a process started with exec (a daemon in a lab host) to end with SIGINT, as
+// ^C would, waits for it, and kills it if it has not ended after grace.
+func Interrupt(cmd *exec.Cmd, grace time.Duration) {
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
 // Stderr is what the process wrote to stderr so far.
 func (p *Proc) Stderr() string { return p.stderr.String() }
 

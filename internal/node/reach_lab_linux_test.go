@@ -120,15 +120,7 @@ func (d *labDevice) start() {
 
 func (d *labDevice) stop() {
 	if d.daemon != nil && d.daemon.Process != nil {
-		d.daemon.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { d.daemon.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			d.daemon.Process.Kill()
-			<-done
-		}
+		netlab.Interrupt(d.daemon, 15*time.Second)
 		d.daemon = nil
 		if d.t.Failed() {
 			d.t.Logf("%s's daemon log:\n%s", d.name, d.log)
