@@ -137,7 +137,7 @@ func (n *Node) ensureCreated(ctx context.Context) syscall.Errno {
 	n.flushStart() // the creation's change event is an echo (pages.go)
 	defer n.flushDone()
 	p := n.path()
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	e, err := n.root.owner.CreateWith(ctx, wire.CreateReq{Path: p, Mode: c.mode, Flags: n.createFlags(c) | wire.CreateSetTimes,
 		AtimeNs: c.entry.AtimeNs, MtimeNs: c.entry.MtimeNs})
 	if err != nil {

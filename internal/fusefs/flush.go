@@ -142,7 +142,7 @@ func (n *Node) newFlushRun(p string) *flushRun {
 func (r *flushRun) send(ctx context.Context, off int64, data []byte) error {
 	n := r.n
 	n.root.stats.send.Add(int64(len(data)))
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	resp, err := n.writePiece(ctx, r.p, off, data)
 	if err != nil {
 		return err
@@ -237,7 +237,7 @@ func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	defer done()
 	n.root.stats.roundTrips.Add(1)
 	errno := toErrno(n.root.owner.Fsync(ctx, p, flags&1 != 0))
-	if errno == syscall.EROFS {
+	if errno == syscall.EROFS && n.root.journal == nil {
 		return 0 // a read-only share holds nothing of this mount's to make stable
 	}
 	return errno

@@ -28,6 +28,7 @@ import (
 
 	"github.com/peerfs/peerfs/internal/cache"
 	"github.com/peerfs/peerfs/internal/fetch"
+	"github.com/peerfs/peerfs/internal/outbox"
 	"github.com/peerfs/peerfs/internal/stats"
 	"github.com/peerfs/peerfs/internal/tree"
 	"github.com/peerfs/peerfs/internal/wire"
@@ -132,6 +133,11 @@ type Options struct {
 	AllowOther bool
 	Logger     *slog.Logger
 	Stats      *stats.Set
+	// Journal, when set, makes changes complete here and reach the owner through it
+	// (journal.go); the caller runs it (Run) and passes its results to JournalResult.
+	// JournalWait bounds how long a question waits for it while the owner is online.
+	Journal     *outbox.Outbox
+	JournalWait time.Duration
 
 	// Tuning; zero means the default above. BENCHMARKS.md shows the sweeps the defaults
 	// come from.
@@ -153,6 +159,9 @@ type Root struct {
 	log     *slog.Logger
 	stats   *opStats
 	server  *fuse.Server
+
+	// journal is the owner as the mount's journal shows it, when it has one (owner is it).
+	journal *journalOwner
 
 	// fetch brings contents into the cache; it stops when the mount's server ends (Mount).
 	fetch *fetch.Fetcher
@@ -209,7 +218,11 @@ func New(opts Options) *Root {
 		r.replica.TTL = time.Second
 	}
 	r.stats = newOpStats(opts.Stats)
-	r.fetch = fetch.New(fetch.Options{Owner: opts.Owner, ReadsInFlight: opts.ReadsInFlight, Piece: opts.Piece,
+	if opts.Journal != nil {
+		r.journal = newJournalOwner(r, opts.Owner, opts.Journal, opts.JournalWait)
+		r.owner = r.journal
+	}
+	r.fetch = fetch.New(fetch.Options{Owner: r.owner, ReadsInFlight: opts.ReadsInFlight, Piece: opts.Piece,
 		Readahead: opts.Readahead, Stats: opts.Stats})
 	r.Node.root = r
 	return r

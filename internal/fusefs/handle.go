@@ -434,14 +434,29 @@ func (h *Handle) Flush(ctx context.Context) syscall.Errno {
 	if !h.writable {
 		// A file created here by an open for reading (a lock file) still reaches the owner
 		// at its close, as a written one does (create.go).
-		return h.n.ensureCreated(ctx)
+		if errno := h.n.ensureCreated(ctx); errno != 0 {
+			return errno
+		}
+		return h.n.refusedChange()
 	}
 	if h.passWrite {
 		if errno := h.n.sendPassWrites(ctx); errno != 0 {
 			return errno
 		}
 	}
-	return h.n.flush(ctx)
+	if errno := h.n.flush(ctx); errno != 0 {
+		return errno
+	}
+	return h.n.refusedChange()
+}
+
+// refusedChange reports, once, a journaled change of the file that the owner refused since
+// the last fsync or close reported one (journal.go).
+func (n *Node) refusedChange() syscall.Errno {
+	if j := n.root.journal; j != nil {
+		return toErrno(j.takeFailure(n.path()))
+	}
+	return 0
 }
 
 var _ = (fs.FileFsyncer)((*Handle)(nil))

@@ -452,7 +452,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		e, err = n.entry(ctx)
 	} else {
 		before, known := n.root.replica.Stat(p)
-		n.root.stats.roundTrips.Add(1)
+		n.root.changeAsked()
 		var resp wire.ChangeResp
 		resp, err = n.root.owner.SetAttr(ctx, req)
 		e = resp.Entry

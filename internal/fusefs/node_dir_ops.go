@@ -95,7 +95,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if _, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
 		return nil, syscall.EEXIST // known here: no round trip
 	}
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	e, err := n.root.owner.Mkdir(ctx, p, mode&0o7777) // exclusive, as mkdir(2)
 	if err != nil {
 		n.root.nameTaken(p, err)
@@ -126,7 +126,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if _, found, listed := n.root.replica.Lookup(n.path(), name); listed && found {
 		return nil, syscall.EEXIST // known here: no round trip
 	}
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	e, err := n.root.owner.Symlink(ctx, p, target) // exclusive, as symlink(2)
 	if err != nil {
 		n.root.nameTaken(p, err)
@@ -153,7 +153,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno := tn.ensureCreated(ctx); errno != 0 {
 		return nil, errno
 	}
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	e, err := n.root.owner.Link(ctx, tn.path(), p)
 	if err != nil {
 		return nil, toErrno(err)
@@ -192,7 +192,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return ino, h, fuseFlags, 0
 		}
 	}
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	// Another user's create is exclusive first, so that only a file it made is given to it.
 	foreign := n.root.foreignCaller(ctx)
 	made := foreign
@@ -254,7 +254,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	}
 	before, known := n.root.replica.Stat(p)
 	lastName := cn != nil && cn.links(p) <= 1
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	if err := n.root.owner.Unlink(ctx, p); err != nil {
 		return toErrno(err)
 	}
@@ -280,7 +280,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if cn := n.childNode(name); cn != nil && cn.localKids.Load() > 0 {
 		return syscall.ENOTEMPTY // it holds files created here, not yet on the owner
 	}
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	err := n.root.owner.Rmdir(ctx, p)
 	// The kernel sends RELEASE after close(2) returns, so a file unlinked while open may
 	// still be hidden in the directory for a moment: give those releases time to land.
@@ -381,7 +381,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	moved, movedKnown := n.root.replica.Stat(from)
 	replaced, replacedKnown := n.root.replica.Stat(to)
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	if err := n.root.owner.Rename(ctx, from, to, wf); err != nil {
 		return toErrno(err)
 	}
@@ -459,7 +459,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 		return false, 0
 	}
 	hidden := tree.Join(n.path(), fmt.Sprintf("%s%016x", hiddenPrefix, rand.Uint64()))
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	if err := n.root.owner.Rename(ctx, p, hidden, wire.RenameNoReplace); err != nil {
 		return false, toErrno(err)
 	}
@@ -475,7 +475,7 @@ func (n *Node) hideIfOpen(ctx context.Context, cn *Node, p string) (bool, syscal
 	cn.mu.Unlock()
 	if closed {
 		cn.dropAlias()
-		n.root.stats.roundTrips.Add(1)
+		n.root.changeAsked()
 		if err := n.root.owner.Unlink(ctx, hidden); err != nil {
 			n.root.log.Warn("could not delete an unlinked file on the owner", "path", hidden, "err", err)
 		}

@@ -34,6 +34,9 @@ func (r *Root) nameTaken(p string, err error) {
 func (r *Root) ApplyEvents(events []wire.Event) {
 	for _, ev := range events {
 		p := ev.Path
+		if r.journal != nil && r.journal.hold(ev) {
+			continue // changes of this mount to p are on their way: applied after them
+		}
 		switch ev.Kind {
 		case wire.EventChanged, wire.EventRemoved:
 			// Events can trail this mount's own operations on the same name (an old removal
@@ -74,6 +77,14 @@ func (r *Root) ApplyEvents(events []wire.Event) {
 				// events): keep its listing, forget only its entry. A directory the replica
 				// listed as absent is new, and the kernel may hold its name as missing.
 				absent := r.knownAbsent(p)
+				if r.journal != nil && had && !absent {
+					// Nothing of this mount's waits to change it (hold): the event's entry
+					// is the folder as it is, and the next getattr of it (git and make
+					// stat the folders they write into) costs no round trip.
+					r.replica.Put(p, ev.Entry)
+					r.notify(p, false)
+					continue
+				}
 				r.replica.InvalidateEntry(p)
 				r.notify(p, absent)
 				continue

@@ -158,7 +158,7 @@ func (n *Node) giveToCaller(ctx context.Context, p string, e *wire.Entry) {
 	if req.UID == e.UID && (req.Valid&wire.SetGID == 0 || req.GID == e.GID) {
 		return
 	}
-	n.root.stats.roundTrips.Add(1)
+	n.root.changeAsked()
 	resp, err := n.root.owner.SetAttr(ctx, req)
 	if err != nil {
 		n.root.giveOnce.Do(func() {

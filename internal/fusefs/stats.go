@@ -19,6 +19,9 @@ type opStats struct {
 	// localCreates counts files created through the mount that reached the owner with their
 	// first data, without a CREATE round trip of their own (create.go).
 	localCreates *atomic.Int64
+	// journaled counts changes recorded in the mount's journal and answered at once
+	// (journal.go).
+	journaled *atomic.Int64
 }
 
 func newOpStats(s *stats.Set) *opStats {
@@ -33,5 +36,6 @@ func newOpStats(s *stats.Set) *opStats {
 		roundTrips: s.Counter("round_trips"), passthrough: s.Counter("passthrough_opens"),
 		streams: s.Counter("streams"), streamWaits: s.Counter("stream_waits"),
 		pageDrops: s.Counter("page_drops"), localCreates: s.Counter("local_creates"),
+		journaled: s.Counter("journaled_changes"),
 	}
 }
