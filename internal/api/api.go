@@ -280,7 +280,17 @@ type MountParams struct {
 	ReadsInFlight   int   `json:"reads_in_flight,omitempty"`  // READs in flight for random reads
 	WritesInFlight  int   `json:"writes_in_flight,omitempty"` // WRITEs in flight per flush
 	Piece           int   `json:"piece,omitempty"`            // bytes per READ and WRITE
+	// Writes says when a change through the mount returns: WritesSync (or empty, the
+	// default) once the owner applied it; WritesJournal once it is in the mount's journal on
+	// this disk, the owner getting it in order, without waits, and fsync waiting for it.
+	Writes string `json:"writes,omitempty"`
 }
+
+// MountParams.Writes values.
+const (
+	WritesSync    = "sync"
+	WritesJournal = "journal"
+)
 
 // MountInfo describes one mount.
 type MountInfo struct {
@@ -293,6 +303,37 @@ type MountInfo struct {
 	Blksize     int       `json:"blksize"`
 	Idmap       string    `json:"idmap"`       // "user" or "none"
 	AllowOther  bool      `json:"allow_other"` // other users of this machine may use the mount
+	Writes      string    `json:"writes"`      // WritesSync or WritesJournal
+	// Journal is the state of a journaling mount's changes (Writes WritesJournal).
+	Journal *JournalInfo `json:"journal,omitempty"`
+}
+
+// JournalInfo is what a journaling mount has waiting for its owner, and what the owner
+// refused.
+type JournalInfo struct {
+	// Online: the owner answered the last batch sent (an answer refusing it counts).
+	Online bool `json:"online"`
+	// Waiting changes are in the journal and not yet applied by the owner, WaitingBytes
+	// their size; Oldest is when the first of them was made.
+	Waiting      uint64    `json:"waiting"`
+	WaitingBytes int64     `json:"waiting_bytes"`
+	Oldest       time.Time `json:"oldest,omitzero"`
+	// LogBytes the journal holds on disk: the changes not yet durable on the owner.
+	LogBytes int64 `json:"log_bytes"`
+	// LastError is the last failure to send, while nothing was sent since.
+	LastError string `json:"last_error,omitempty"`
+	// Refused counts the changes the owner did not apply since the mount began; Refusals
+	// are the latest of them.
+	Refused  uint64        `json:"refused"`
+	Refusals []RefusalInfo `json:"refusals,omitempty"`
+}
+
+// RefusalInfo is one change the owner refused.
+type RefusalInfo struct {
+	Time  time.Time `json:"time"`
+	Op    string    `json:"op"`
+	Path  string    `json:"path,omitempty"`
+	Error string    `json:"error"`
 }
 
 // UnmountParams names a mount by its directory.

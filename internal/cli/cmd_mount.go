@@ -24,6 +24,7 @@ type MountOptions struct {
 	AllowOther    bool
 	Wait          int
 	Foreground    bool
+	Writes        string
 
 	Readahead       int64
 	KernelReadahead int64
@@ -66,6 +67,7 @@ may run beside the daemon of the same home. It is not remembered.`,
 	f.StringVar(&opts.Idmap, "idmap", "user", "how owners show: user (the peer's files show as yours, like sshfs -o idmap=user) or none (user and group IDs as the peer numbers them)")
 	f.BoolVar(&opts.AllowOther, "allow-other", false, "let every user of this machine use the mount, with permissions checked as on a local disk (needs user_allow_other in /etc/fuse.conf unless root)")
 	f.IntVar(&opts.Wait, "wait", 0, "seconds a change waits for a lost link before failing with EIO (default 30; reads fail within 1.5 s while the peer is offline)")
+	f.StringVar(&opts.Writes, "writes", "sync", "when a change through the mount returns: sync (once the peer applied it; close-to-open across devices) or journal (once it is in the mount's journal on this disk: no round trip waited for, the peer gets changes in order, fsync waits for them, and the mount works offline)")
 	f.BoolVarP(&opts.Foreground, "foreground", "f", false, "serve the mount from this process, without a daemon, until interrupted")
 	f.Int64Var(&opts.Readahead, "readahead", 0, "bytes a sequential reader's stream runs ahead of it (default 16 MiB)")
 	f.Int64Var(&opts.KernelReadahead, "kernel-readahead", 0, "the kernel's readahead window on the mount, in bytes; needs root (default 1 MiB)")
@@ -90,7 +92,10 @@ func runMount(ctx context.Context, opts MountOptions, g *Globals, args []string,
 	p := api.MountParams{Peer: r.Peer, Share: r.Share, Dir: dir, Blksize: opts.Blksize, Inline: opts.Inline,
 		NoPassthrough: opts.NoPassthrough, WaitSeconds: opts.Wait, Idmap: opts.Idmap, AllowOther: opts.AllowOther,
 		Readahead: opts.Readahead, KernelReadahead: opts.KernelReadahead, ReadsInFlight: opts.ReadsInFlight,
-		WritesInFlight: opts.WritesInFlight, Piece: opts.Piece}
+		WritesInFlight: opts.WritesInFlight, Piece: opts.Piece, Writes: opts.Writes}
+	if p.Writes != api.WritesSync && p.Writes != api.WritesJournal {
+		return usageErrorf("--writes %q: use sync (a change returns once the peer applied it) or journal (once it is in the mount's journal on this disk)", p.Writes)
+	}
 	if p.Piece < 0 || p.Piece > 1<<20 || p.Readahead < 0 || p.KernelReadahead < 0 || p.ReadsInFlight < 0 || p.WritesInFlight < 0 {
 		return usageErrorf("--piece must be at most 1048576, and the tuning flags must not be negative")
 	}
@@ -204,10 +209,35 @@ of this home (marked foreground). Remembered mounts the daemon has not mounted a
 					fg = "\tforeground"
 				}
 				fmt.Fprintf(tw, "%s:%s\t%s\tsince %s%s\n", m.Peer, m.Share, m.Dir, m.Since.Format("2006-01-02 15:04:05"), fg)
+				if j := m.Journal; j != nil {
+					fmt.Fprintf(tw, "  journal\t%s\n", journalLine(j))
+					for _, r := range j.Refusals {
+						fmt.Fprintf(tw, "  refused\t%s %s %s: %s\n", r.Time.Format("15:04:05"), r.Op, r.Path, r.Error)
+					}
+				}
 			}
 			return tw.Flush()
 		}),
 	}
+}
+
+// journalLine says in a line what a journaling mount has waiting for its peer.
+func journalLine(j *api.JournalInfo) string {
+	state := "online"
+	if !j.Online {
+		state = "offline"
+	}
+	line := fmt.Sprintf("%s, %d changes waiting (%s)", state, j.Waiting, humanBytes(j.WaitingBytes))
+	if !j.Oldest.IsZero() {
+		line += fmt.Sprintf(", oldest %s ago", time.Since(j.Oldest).Round(time.Second))
+	}
+	if j.Refused > 0 {
+		line += fmt.Sprintf(", %d refused by the peer", j.Refused)
+	}
+	if j.LastError != "" {
+		line += ", last error: " + j.LastError
+	}
+	return line
 }
 
 // mountsDoc is the JSON document of "peerfs mounts": the API's MountsResult, with
@@ -289,7 +319,7 @@ hits and misses and round trips to the peer. Use it to see how programs drive th
 					time.Duration(o.TotalMs*float64(time.Millisecond)).Round(time.Microsecond))
 			}
 			tw.Flush()
-			for _, k := range []string{"cache_hits", "cache_misses", "round_trips", "passthrough_opens", "page_drops", "local_creates"} {
+			for _, k := range []string{"cache_hits", "cache_misses", "round_trips", "passthrough_opens", "page_drops", "local_creates", "journaled_changes"} {
 				fmt.Fprintf(g.Stdout, "%-18s %d\n", k, res.Counters[k])
 			}
 			return nil

@@ -24,11 +24,12 @@ type Mount struct {
 	Idmap         string `json:"idmap,omitempty"`
 	AllowOther    bool   `json:"allow_other,omitempty"`
 
-	Readahead       int64 `json:"readahead,omitempty"`
-	KernelReadahead int64 `json:"kernel_readahead,omitempty"`
-	ReadsInFlight   int   `json:"reads_in_flight,omitempty"`
-	WritesInFlight  int   `json:"writes_in_flight,omitempty"`
-	Piece           int   `json:"piece,omitempty"`
+	Readahead       int64  `json:"readahead,omitempty"`
+	KernelReadahead int64  `json:"kernel_readahead,omitempty"`
+	ReadsInFlight   int    `json:"reads_in_flight,omitempty"`
+	WritesInFlight  int    `json:"writes_in_flight,omitempty"`
+	Piece           int    `json:"piece,omitempty"`
+	Writes          string `json:"writes,omitempty"`
 }
 
 // mountsFile is Paths.MountsFile: state the daemon keeps, not settings, so it lives beside

@@ -47,6 +47,7 @@ var mountCounters = map[string]*prometheus.Desc{
 	"stream_waits":      desc("stream_waits_total", "Reads that waited for a stream's data to arrive.", "mount"),
 	"page_drops":        desc("page_drops_total", "Times the mount told the kernel to drop a file's cached pages (a change made elsewhere).", "mount"),
 	"local_creates":     desc("local_creates_total", "Files created through the mount that reached the owner with their first data, with no round trip of their own.", "mount"),
+	"journaled_changes": desc("journaled_changes_total", "Changes a journaling mount recorded in its journal and completed without waiting for the owner.", "mount"),
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {

@@ -20,6 +20,7 @@ import (
 	"github.com/peerfs/peerfs/internal/cache"
 	"github.com/peerfs/peerfs/internal/config"
 	"github.com/peerfs/peerfs/internal/fusefs"
+	"github.com/peerfs/peerfs/internal/outbox"
 	"github.com/peerfs/peerfs/internal/remote"
 	"github.com/peerfs/peerfs/internal/wire"
 )
@@ -46,6 +47,9 @@ type mount struct {
 	srv    *fuse.Server
 	cancel context.CancelFunc // stops the event subscription
 	done   chan struct{}      // closed when the server has exited
+	// journal holds the changes of a journaling mount until the owner has them; closed
+	// once the server has exited.
+	journal *outbox.Outbox
 	// watching is closed once the first event subscription is up, or refused (watchLoop).
 	watching  chan struct{}
 	watchOnce sync.Once
@@ -54,6 +58,10 @@ type mount struct {
 // watchWait is how long Mount waits for the event subscription when the peer is linked: a
 // change made on the owner right after the mount command returns is then reported.
 const watchWait = 5 * time.Second
+
+// unmountDrain is how long an unmounted journaling mount waits for its changes to reach a
+// reachable owner before it closes the journal that keeps them.
+const unmountDrain = 10 * time.Second
 
 // restoreJob is a remembered mount being mounted again; cancel stops it (an unmount, a new
 // mount of the same directory, or the node stopping).
@@ -116,6 +124,10 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if err != nil {
 		return nil, err
 	}
+	journaling, err := writesMode(&a)
+	if err != nil {
+		return nil, err
+	}
 	p, top, err := n.shareTop(ctx, a.Peer, a.Share)
 	if err != nil {
 		return nil, err
@@ -139,16 +151,38 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 	if a.WaitSeconds > 0 {
 		wait = time.Duration(a.WaitSeconds) * time.Second
 	}
-	root := fusefs.New(fusefs.Options{
-		Peer: a.Peer, Share: a.Share, Owner: remote.NewShare(mountLink{p: p, wait: wait}, a.Share), Cache: st,
+	owner := remote.NewShare(mountLink{p: p, wait: wait}, a.Share)
+	var root *fusefs.Root
+	var box *outbox.Outbox
+	if journaling {
+		if box, err = n.openJournal(a, &root); err != nil {
+			if remember {
+				n.forget(a.Dir)
+			}
+			release()
+			return nil, err
+		}
+	}
+	root = fusefs.New(fusefs.Options{
+		Peer: a.Peer, Share: a.Share, Owner: owner, Cache: st, Journal: box, JournalWait: wait,
 		Blksize: a.Blksize, Inline: uint32(a.Inline), Passthrough: !a.NoPassthrough,
 		Readahead: a.Readahead, KernelReadahead: a.KernelReadahead, ReadsInFlight: a.ReadsInFlight,
 		WritesInFlight: a.WritesInFlight, Piece: a.Piece,
 		Events: true, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Logger: n.log.With("mount", a.Dir),
 		OwnerUID: top.UID, OwnerGID: top.GID, MapIDs: mapIDs, AllowOther: a.AllowOther,
 	})
+	// The journal runs before the mount serves: the kernel's first questions wait for the
+	// changes it holds from before a restart to reach the owner.
+	wctx, cancel := context.WithCancel(context.Background())
+	if box != nil {
+		go n.runJournal(wctx, box, owner, a.Dir)
+	}
 	srv, err := root.Mount(a.Dir)
 	if err != nil {
+		cancel()
+		if box != nil {
+			box.Close()
+		}
 		if remember {
 			n.forget(a.Dir)
 		}
@@ -159,11 +193,12 @@ func (n *Node) mount(ctx context.Context, a api.MountParams, remember bool) (*mo
 		}
 		return nil, api.Errorf(api.CodeInternal, "mounting %s: %v (%s)", a.Dir, err, hint)
 	}
-	wctx, cancel := context.WithCancel(context.Background())
 	m := &mount{
 		info: api.MountInfo{Peer: a.Peer, Share: a.Share, Dir: a.Dir, Since: time.Now(), Events: true,
-			Passthrough: !a.NoPassthrough, Blksize: max(a.Blksize, 0), Idmap: a.Idmap, AllowOther: a.AllowOther},
+			Passthrough: !a.NoPassthrough, Blksize: max(a.Blksize, 0), Idmap: a.Idmap, AllowOther: a.AllowOther,
+			Writes: a.Writes},
 		root: root, srv: srv, cancel: cancel, done: make(chan struct{}), watching: make(chan struct{}),
+		journal: box,
 	}
 	if m.info.Blksize == 0 {
 		m.info.Blksize = fusefs.DefaultBlksize
@@ -236,6 +271,20 @@ func idmap(a *api.MountParams) (bool, error) {
 func (n *Node) unmounted(m *mount) {
 	m.srv.Wait()
 	m.cancel()
+	if m.journal != nil {
+		// Give what waits a moment to reach a reachable owner; what is left stays on disk,
+		// and the next mount of the share here sends it.
+		if st := m.journal.Status(); st.Waiting > 0 && st.Online {
+			ctx, cancel := context.WithTimeout(context.Background(), unmountDrain)
+			m.journal.Sync(ctx, m.journal.Last())
+			cancel()
+		}
+		if st := m.journal.Status(); st.Waiting > 0 {
+			n.log.Warn("unmounted with changes not yet on the owner: they are sent when the share is mounted here again",
+				"dir", m.info.Dir, "changes", st.Waiting, "bytes", st.WaitingBytes)
+		}
+		m.journal.Close()
+	}
 	dir := m.info.Dir
 	// Unmounted by the user (peerfs unmount, fusermount3 -u): forget it. Unmounted because
 	// the daemon stops: keep it, to mount it again at the next start.
@@ -340,7 +389,9 @@ func (n *Node) Mounts(ctx context.Context) (*api.MountsResult, error) {
 	res := &api.MountsResult{Mounts: []api.MountInfo{}}
 	for _, m := range n.mounts.byDir {
 		if m != nil {
-			res.Mounts = append(res.Mounts, m.info)
+			info := m.info
+			info.Journal = journalInfo(m.root)
+			res.Mounts = append(res.Mounts, info)
 		}
 	}
 	return res, nil

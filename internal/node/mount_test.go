@@ -45,7 +45,7 @@ func mountShare(t *testing.T, params ...func(*api.MountParams)) *mounted {
 	a, b := peertest.Pair(t)
 	m := &mounted{a: a, b: b, share: t.TempDir(), mnt: t.TempDir()}
 	a.Share("m", m.share, false, "beta")
-	p := api.MountParams{Peer: "alpha", Share: "m", Dir: m.mnt}
+	p := api.MountParams{Peer: "alpha", Share: "m", Dir: m.mnt, Writes: os.Getenv("PEERFS_TEST_WRITES")}
 	for _, f := range params {
 		f(&p)
 	}

@@ -56,7 +56,7 @@ func (n *Node) restore(ctx context.Context, m config.Mount) {
 	a := api.MountParams{Peer: m.Peer, Share: m.Share, Dir: m.Dir, Blksize: m.Blksize, Inline: m.Inline,
 		NoPassthrough: m.NoPassthrough, WaitSeconds: m.WaitSeconds, Idmap: m.Idmap, AllowOther: m.AllowOther,
 		Readahead: m.Readahead, KernelReadahead: m.KernelReadahead, ReadsInFlight: m.ReadsInFlight,
-		WritesInFlight: m.WritesInFlight, Piece: m.Piece}
+		WritesInFlight: m.WritesInFlight, Piece: m.Piece, Writes: m.Writes}
 	keep := "it stays remembered until \"peerfs unmount " + m.Dir + "\""
 	told := false
 	for {
@@ -142,5 +142,5 @@ func configMount(a api.MountParams) config.Mount {
 	return config.Mount{Peer: a.Peer, Share: a.Share, Dir: a.Dir, Blksize: a.Blksize, Inline: a.Inline,
 		NoPassthrough: a.NoPassthrough, WaitSeconds: a.WaitSeconds, Idmap: a.Idmap, AllowOther: a.AllowOther,
 		Readahead: a.Readahead, KernelReadahead: a.KernelReadahead, ReadsInFlight: a.ReadsInFlight,
-		WritesInFlight: a.WritesInFlight, Piece: a.Piece}
+		WritesInFlight: a.WritesInFlight, Piece: a.Piece, Writes: a.Writes}
 }
