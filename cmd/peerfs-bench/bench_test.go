@@ -154,7 +154,7 @@ func TestQuickWAN(t *testing.T) {
 	for _, n := range rep.Notes {
 		t.Logf("note: %s", n)
 	}
-	targets := []string{tPeerfs}
+	targets := []string{tPeerfs, tPeerfsJournal}
 	if _, _, _, missing := sshfsTools(); missing == nil {
 		targets = append(targets, tSSHFS)
 	} else {
@@ -176,9 +176,19 @@ func TestQuickWAN(t *testing.T) {
 				}
 			}
 		}
-		if n, ok := rep.roundTrips(w, rep.Conditions[1].Name); w == wFindGrep && (!ok || n <= 0) {
+		if n, ok := rep.roundTrips(w, tPeerfs, rep.Conditions[1].Name); w == wFindGrep && (!ok || n <= 0) {
 			t.Errorf("peerfs counted no round trips for %s", w)
 		}
+	}
+	for _, w := range []string{wClone, wCreate} {
+		for _, c := range rep.Conditions {
+			if d, _, _, ok := rep.drainSeconds(w, c.Name); !ok || d <= 0 {
+				t.Errorf("%s at %s: no drain timed for the journaling mount", w, c.Name)
+			}
+		}
+	}
+	if !strings.Contains(sec.Markdown, "| / its loopback |") {
+		t.Errorf("the section has no table of the journaling mount against its loopback time")
 	}
 	if len(sec.Plots) != len(wanWorkloads) {
 		t.Errorf("%d plots, want one per workload", len(sec.Plots))

@@ -277,8 +277,8 @@ func (p *peers) pullOnce(ctx context.Context, dest string, size int64) (sample, 
 }
 
 // mount mounts alpha's share at dir through beta's daemon, as a user would.
-func (p *peers) mount(dir string) error {
-	_, err := p.cli(p.homeB, "mount", "alpha:bench", dir)
+func (p *peers) mount(dir string, flags ...string) error {
+	_, err := p.cli(p.homeB, append(append([]string{"mount"}, flags...), "alpha:bench", dir)...)
 	return err
 }
 

@@ -58,7 +58,12 @@ type wanOptions struct {
 	Files     int
 	Creates   int
 	NoSSHFS   bool
+	NoJournal bool // skip the journaling mount (--writes journal)
 }
+
+// tPeerfsJournal is peerfs mounted with --writes journal: changes complete in the mount's
+// journal and reach the owner without waits.
+const tPeerfsJournal = "peerfs-journal"
 
 // Defaults, with the reason for each:
 //
@@ -117,6 +122,9 @@ type wanSample struct {
 	// owner, and READs sent to it.
 	RoundTrips int64 `json:"round_trips,omitempty"`
 	OwnerReads int64 `json:"owner_reads,omitempty"`
+	// DrainSeconds (peerfs-journal, clone and create): from the workload's end until an fsync
+	// of the mount returned, everything it wrote durable on the owner.
+	DrainSeconds float64 `json:"drain_seconds,omitempty"`
 }
 
 type wanResult struct {
@@ -178,6 +186,7 @@ func init() {
 			fs.IntVar(&wo.Files, "files", 1000, "files in the repository that git clone copies")
 			fs.IntVar(&wo.Creates, "creates", 1000, "files of 4 KiB the create workload makes")
 			fs.BoolVar(&wo.NoSSHFS, "no-sshfs", false, "skip sshfs")
+			fs.BoolVar(&wo.NoJournal, "no-journal", false, "skip the journaling mount (peerfs mount --writes journal)")
 		},
 		quick: func(set map[string]bool) {
 			if !set["wan-size"] {
@@ -277,6 +286,7 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 	b.bigOwner = filepath.Join(b.owner, "big.bin")
 	b.tree = filepath.Join(b.owner, "tree")
 	peerfsMnt := filepath.Join(o.Dir, "mnt-peerfs")
+	journalMnt := filepath.Join(o.Dir, "mnt-peerfs-journal")
 	sshfsMnt := filepath.Join(o.Dir, "mnt-sshfs")
 
 	// Undone in reverse order, also after an error or a signal: the mounts first, then sshd
@@ -287,18 +297,18 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 			undo[i]()
 		}
 		if !keep {
-			if mounted(peerfsMnt) || mounted(sshfsMnt) {
+			if mounted(peerfsMnt) || mounted(journalMnt) || mounted(sshfsMnt) {
 				fmt.Fprintf(os.Stderr, "peerfs-bench: a mount is still in place; leaving %s\n", o.Dir)
 			} else {
 				os.RemoveAll(o.Dir)
 			}
 		}
 	}()
-	if mounted(peerfsMnt) || mounted(sshfsMnt) {
-		return nil, fmt.Errorf("%s or %s is still mounted: unmount it first (fusermount3 -u)", peerfsMnt, sshfsMnt)
+	if mounted(peerfsMnt) || mounted(journalMnt) || mounted(sshfsMnt) {
+		return nil, fmt.Errorf("%s, %s or %s is still mounted: unmount it first (fusermount3 -u)", peerfsMnt, journalMnt, sshfsMnt)
 	}
 	os.RemoveAll(b.owner) // outputs of an interrupted run in a --dir
-	for _, d := range []string{b.owner, filepath.Dir(b.repo), peerfsMnt, sshfsMnt} {
+	for _, d := range []string{b.owner, filepath.Dir(b.repo), peerfsMnt, journalMnt, sshfsMnt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -321,8 +331,10 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 		return nil, err
 	}
 	undo = append(undo, func() {
-		if err := b.peers.unmount(peerfsMnt); err != nil {
-			fmt.Fprintln(os.Stderr, "peerfs-bench: unmounting peerfs:", err)
+		for _, d := range []string{peerfsMnt, journalMnt} {
+			if err := b.peers.unmount(d); err != nil {
+				fmt.Fprintln(os.Stderr, "peerfs-bench: unmounting peerfs:", err)
+			}
 		}
 		b.peers.stop()
 		b.peers.reportLog()
@@ -336,25 +348,33 @@ func runWAN(ctx context.Context, o wanOptions) (sec *Section, err error) {
 	}
 	b.alphaID = strings.TrimSpace(string(id))
 
-	targets := []*wanTarget{{
-		name: tPeerfs, dir: peerfsMnt,
-		setup: func(ctx context.Context, c *wanCondition) error {
-			if err := b.peers.unmount(peerfsMnt); err != nil {
-				return err
-			}
-			addr := b.alphaAddr
-			if c.Proxied {
-				addr = c.peerfsProxy.addr()
-			}
-			rtt, err := b.restartBetaVia(ctx, addr)
-			if err != nil {
-				return err
-			}
-			c.PeerfsRTTms = append(c.PeerfsRTTms, rtt)
-			return b.peers.mount(peerfsMnt)
-		},
-		teardown: func() error { return b.peers.unmount(peerfsMnt) },
-	}}
+	peerfsTarget := func(name, dir string, flags ...string) *wanTarget {
+		return &wanTarget{
+			name: name, dir: dir,
+			setup: func(ctx context.Context, c *wanCondition) error {
+				if err := b.peers.unmount(dir); err != nil {
+					return err
+				}
+				addr := b.alphaAddr
+				if c.Proxied {
+					addr = c.peerfsProxy.addr()
+				}
+				rtt, err := b.restartBetaVia(ctx, addr)
+				if err != nil {
+					return err
+				}
+				c.PeerfsRTTms = append(c.PeerfsRTTms, rtt)
+				return b.peers.mount(dir, flags...)
+			},
+			teardown: func() error { return b.peers.unmount(dir) },
+		}
+	}
+	targets := []*wanTarget{peerfsTarget(tPeerfs, peerfsMnt)}
+	if o.NoJournal {
+		b.rep.note("the journaling mount skipped (--no-journal)")
+	} else {
+		targets = append(targets, peerfsTarget(tPeerfsJournal, journalMnt, "--writes", "journal"))
+	}
 	if o.NoSSHFS {
 		b.rep.note("sshfs skipped (--no-sshfs)")
 	} else if _, _, _, missing := sshfsTools(); missing != nil {
@@ -539,7 +559,7 @@ func (b *wanBench) runTarget(ctx context.Context, t *wanTarget, c *wanCondition,
 // counters returns the peerfs mount's counters, or nil for sshfs and on error (which becomes
 // a note: the counters are a diagnostic, not the measurement).
 func (b *wanBench) counters(t *wanTarget) *api.StatsResult {
-	if t.name != tPeerfs {
+	if t.name != tPeerfs && t.name != tPeerfsJournal {
 		return nil
 	}
 	st, err := b.peers.stats(t.dir)
@@ -614,7 +634,10 @@ func (b *wanBench) clone(ctx context.Context, t *wanTarget, onOwner string, chec
 		return wanSample{}, fmt.Errorf("git clone: %v %s", err, strings.TrimSpace(string(out)))
 	}
 	s := wanSample{Seconds: time.Since(t0).Seconds()}
-	if check { // close-to-open: the owner's copy is a clean checkout once clone has returned
+	if err := drain(t, &s); err != nil {
+		return s, err
+	}
+	if check { // the owner's copy is a clean checkout once clone has returned (and, journaling, drained)
 		st := exec.CommandContext(ctx, "git", "-C", onOwner, "status", "--porcelain")
 		st.Env = gitEnv()
 		if out, err := st.CombinedOutput(); err != nil || len(out) > 0 {
@@ -622,6 +645,25 @@ func (b *wanBench) clone(ctx context.Context, t *wanTarget, onOwner string, chec
 		}
 	}
 	return s, nil
+}
+
+// drain waits, for the journaling mount, until everything written is durable on the owner
+// (an fsync of the mount's top folder), and records how long that took.
+func drain(t *wanTarget, s *wanSample) error {
+	if t.name != tPeerfsJournal {
+		return nil
+	}
+	t0 := time.Now()
+	f, err := os.Open(t.dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync of the journaling mount: %w", err)
+	}
+	s.DrainSeconds = time.Since(t0).Seconds()
+	return nil
 }
 
 // create makes --creates files of 4 KiB in the target through the create-files child (see
@@ -640,6 +682,9 @@ func (b *wanBench) create(ctx context.Context, t *wanTarget, onOwner string) (wa
 	var s wanSample
 	if _, err := fmt.Sscan(string(out), &s.Seconds); err != nil {
 		return s, fmt.Errorf("create-files printed %q", out)
+	}
+	if err := drain(t, &s); err != nil {
+		return s, err
 	}
 	ents, err := os.ReadDir(onOwner)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/peerfs/peerfs/internal/fusefs"
@@ -27,7 +28,7 @@ func (r *wanReport) workloadName(key string) string {
 // targets are the targets with results, peerfs first.
 func (r *wanReport) targets() []string {
 	var out []string
-	for _, t := range []string{tPeerfs, tSSHFS} {
+	for _, t := range []string{tPeerfs, tPeerfsJournal, tSSHFS} {
 		for _, x := range r.Results {
 			if x.Target == t {
 				out = append(out, t)
@@ -53,13 +54,33 @@ func (r *wanReport) seconds(workload, target, cond string) (m, lo, hi float64, o
 	return 0, 0, 0, false
 }
 
-// roundTrips is the median of peerfs's counted round trips for a workload under a condition.
-func (r *wanReport) roundTrips(workload, cond string) (float64, bool) {
+// roundTrips is the median of a peerfs target's counted round trips for a workload under a
+// condition.
+func (r *wanReport) roundTrips(workload, target, cond string) (float64, bool) {
+	return r.sampleMedian(workload, target, cond, func(s wanSample) float64 { return float64(s.RoundTrips) })
+}
+
+// drainSeconds is the median, min and max of the journaling mount's drain after a workload.
+func (r *wanReport) drainSeconds(workload, cond string) (m, lo, hi float64, ok bool) {
 	for _, x := range r.Results {
-		if x.Workload == workload && x.Target == tPeerfs && x.Condition == cond && len(x.Samples) > 0 {
+		if x.Workload == workload && x.Target == tPeerfsJournal && x.Condition == cond && len(x.Samples) > 0 {
 			var xs []float64
 			for _, s := range x.Samples {
-				xs = append(xs, float64(s.RoundTrips))
+				xs = append(xs, s.DrainSeconds)
+			}
+			m, lo, hi = median(xs)
+			return m, lo, hi, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
+func (r *wanReport) sampleMedian(workload, target, cond string, of func(wanSample) float64) (float64, bool) {
+	for _, x := range r.Results {
+		if x.Workload == workload && x.Target == target && x.Condition == cond && len(x.Samples) > 0 {
+			var xs []float64
+			for _, s := range x.Samples {
+				xs = append(xs, of(s))
 			}
 			m, _, _ := median(xs)
 			return m, true
@@ -144,7 +165,7 @@ func wanTimesTable(r *wanReport) string {
 			}
 			b.WriteString("\n")
 		}
-		if len(targets) == 2 {
+		if slices.Contains(targets, tPeerfs) && slices.Contains(targets, tSSHFS) {
 			fmt.Fprintf(&b, "| | sshfs / peerfs |")
 			for _, c := range r.Conditions {
 				p, _, _, okP := r.seconds(w, tPeerfs, c.Name)
@@ -174,13 +195,51 @@ func wanRoundTripTable(r *wanReport) string {
 				continue
 			}
 			counted := "-"
-			if t == tPeerfs {
-				if n, ok := r.roundTrips(w, last.Name); ok {
-					counted = fmt.Sprintf("%.0f", n)
-				}
+			if n, ok := r.roundTrips(w, t, last.Name); ok && t != tSSHFS {
+				counted = fmt.Sprintf("%.0f", n)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %.3f | %.0f | %s |\n", r.workloadName(w), t, k, max(0, 1000*k), counted)
 		}
+	}
+	return b.String()
+}
+
+// wanJournalTable compares, for the workloads that write, the journaling mount under each
+// proxied condition with its own loopback time (the goal: within 3x at 50 ms), with and
+// without the drain that follows, beside the round trips it waited for.
+func wanJournalTable(r *wanReport) string {
+	var b strings.Builder
+	b.WriteString("| workload | condition | peerfs-journal | / its loopback | drain after it | with the drain, / loopback's | round trips waited for | peerfs (--writes sync) |\n|---|---|---|---|---|---|---|---|\n")
+	rows := 0
+	for _, w := range []string{wClone, wCreate} {
+		base, _, _, okB := r.seconds(w, tPeerfsJournal, wanLoopback)
+		baseDrain, _, _, _ := r.drainSeconds(w, wanLoopback)
+		for _, c := range r.Conditions {
+			m, lo, hi, ok := r.seconds(w, tPeerfsJournal, c.Name)
+			if !ok {
+				continue
+			}
+			d, dlo, dhi, _ := r.drainSeconds(w, c.Name)
+			ratio, ratioDrained := "-", "-"
+			if okB && base > 0 {
+				ratio = fmt.Sprintf("%.1fx", m/base)
+				ratioDrained = fmt.Sprintf("%.1fx", (m+d)/(base+baseDrain))
+			}
+			trips := "-"
+			if n, ok := r.roundTrips(w, tPeerfsJournal, c.Name); ok {
+				trips = fmt.Sprintf("%.0f", n)
+			}
+			sync := "-"
+			if sm, slo, shi, ok := r.seconds(w, tPeerfs, c.Name); ok {
+				sync = wanCell(sm, slo, shi, r.Runs)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.workloadName(w), c.Name, wanCell(m, lo, hi, r.Runs),
+				ratio, wanCell(d, dlo, dhi, r.Runs), ratioDrained, trips, sync)
+			rows++
+		}
+	}
+	if rows == 0 {
+		return ""
 	}
 	return b.String()
 }
@@ -213,6 +272,10 @@ func printWANReport(out io.Writer, r *wanReport) {
 	fmt.Fprintln(out)
 	fmt.Fprint(out, wanRoundTripTable(r))
 	fmt.Fprintln(out)
+	if t := wanJournalTable(r); t != "" {
+		fmt.Fprint(out, t)
+		fmt.Fprintln(out)
+	}
 	fmt.Fprint(out, wanConditionsTable(r))
 	fmt.Fprintln(out)
 	for _, l := range wanReading(r) {
@@ -304,6 +367,11 @@ with ` + "`--wan-size`" + `), because a reader with few requests in flight needs
 		"counts the requests it sent to the owner (`peerfs stats`, round_trips), many of them in\n" +
 		"parallel.\n\n")
 	b.WriteString(wanRoundTripTable(r))
+	if t := wanJournalTable(r); t != "" {
+		b.WriteString("\nThe journaling mount (`peerfs mount --writes journal`) against its own loopback time, and\n" +
+			"the drain after each workload (an fsync of the mount: everything durable on the owner):\n\n")
+		b.WriteString(t)
+	}
 	plots := wanPlots(r)
 	if len(plots) > 0 {
 		for _, p := range plots {
@@ -365,7 +433,7 @@ func wanReading(r *wanReport) []string {
 		np := max(0, 1000*kp)
 		l := fmt.Sprintf("**Metadata without round trips:** find and grep -r over %d files in %d directories wait for about %.0f round trips on peerfs (%.2f per file",
 			r.TreeFiles, r.TreeDirs, np, np/float64(r.TreeFiles))
-		if n, ok := r.roundTrips(wFindGrep, last.Name); ok {
+		if n, ok := r.roundTrips(wFindGrep, tPeerfs, last.Name); ok {
 			l += fmt.Sprintf("; it counted %.0f requests", n)
 		}
 		l += ")"
