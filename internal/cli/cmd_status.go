@@ -24,7 +24,8 @@ func newStatusCommand(g *Globals) *cobra.Command {
 		Long: `Show what the running daemon sees: this device's ID, name and listen address, then
 for each trusted peer whether it is connected (or why the last attempt failed), its
 address, round-trip time, the negotiated TLS version, cipher suite, key exchange and
-protocol version, the bytes moved each way, and the transfers in progress.`,
+protocol version, the bytes moved each way, and the transfers in progress; then for each
+mount with --writes journal whether its peer is reachable and what waits for it.`,
 		Example: `  peerfs status
   peerfs status --json`,
 		Args: argsRange(0, 0),
@@ -45,8 +46,19 @@ func runStatus(ctx context.Context, opts StatusOptions, g *Globals, args []strin
 		}
 		return writeJSON(out, st)
 	}
-	_, err := io.WriteString(out, formatStatus(&st, time.Now()))
-	return err
+	if _, err := io.WriteString(out, formatStatus(&st, time.Now())); err != nil {
+		return err
+	}
+	// Journaling mounts: what waits for each peer ("peerfs mounts" lists every mount).
+	var ms api.MountsResult
+	if err := g.call(ctx, api.MethodMounts, nil, &ms, nil); err == nil {
+		for _, m := range ms.Mounts {
+			if m.Journal != nil {
+				fmt.Fprintf(out, "\nmount %s  %s:%s\n  %-10s %s\n", m.Dir, m.Peer, m.Share, "journal", journalLine(m.Journal))
+			}
+		}
+	}
+	return nil
 }
 
 // formatStatus renders a status for people.
