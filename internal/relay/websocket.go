@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -31,17 +34,70 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(wsMaxMessage)
 	// The request's context ends when this handler returns, which is when the session ends.
-	nc := &wsConn{websocket.NetConn(r.Context(), c, websocket.MessageBinary)}
+	nc := newWSConn(websocket.NetConn(r.Context(), c, websocket.MessageBinary))
 	defer nc.Close()
 	observed, _ := netip.ParseAddrPort(r.RemoteAddr)
 	observed = netip.AddrPortFrom(observed.Addr().Unmap(), observed.Port())
 	s.handleTLS(nc, nil, observed, kindUncounted)
 }
 
-// wsConn splits large writes so no message passes wsWriteMax.
-type wsConn struct{ net.Conn }
+// wsConn splits large writes so no message passes wsWriteMax, and keeps write deadlines
+// itself. coder/websocket's NetConn turns a deadline into a timer that closes the connection
+// for writing; a callback already started can run after the deadline was cleared, failing
+// every later write. crypto/tls sets a write deadline of now after sending close_notify and
+// the relay clears it right away, which lost the inner TLS's writes about once in four runs.
+// Here a write after a deadline that has passed fails with os.ErrDeadlineExceeded, and only a
+// write still blocked when its deadline passes is cut, through NetConn (the connection is then
+// done for writing, as a partial write leaves it anyway).
+type wsConn struct {
+	net.Conn
+	mu            sync.Mutex
+	writeDeadline time.Time
+	timer         *time.Timer
+	writing       int // writes in progress
+}
+
+func newWSConn(c net.Conn) *wsConn { return &wsConn{Conn: c} }
+
+func (c *wsConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeDeadline = t
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if !t.IsZero() {
+		c.timer = time.AfterFunc(time.Until(t), func() {
+			c.mu.Lock()
+			cut := c.writeDeadline.Equal(t) && c.writing > 0
+			c.mu.Unlock()
+			if cut {
+				c.Conn.SetWriteDeadline(time.Unix(0, 1))
+			}
+		})
+	}
+	return nil
+}
+
+func (c *wsConn) SetDeadline(t time.Time) error {
+	c.SetWriteDeadline(t)
+	return c.Conn.SetReadDeadline(t)
+}
 
 func (c *wsConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	if d := c.writeDeadline; !d.IsZero() && !time.Now().Before(d) {
+		c.mu.Unlock()
+		return 0, os.ErrDeadlineExceeded
+	}
+	c.writing++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.writing--
+		c.mu.Unlock()
+	}()
 	n := 0
 	for len(b) > 0 {
 		m := min(len(b), wsWriteMax)
@@ -71,5 +127,5 @@ func dialWebSocket(ctx context.Context, u URL, secure bool, dial func(ctx contex
 	}
 	c.SetReadLimit(wsMaxMessage)
 	// The stream lives until the caller closes it, not until ctx ends.
-	return &wsConn{websocket.NetConn(context.Background(), c, websocket.MessageBinary)}, nil
+	return newWSConn(websocket.NetConn(context.Background(), c, websocket.MessageBinary)), nil
 }
