@@ -165,6 +165,10 @@ type Service struct {
 		closed     bool
 		lastErr    string // last failure to open, logged once
 		announcing []string
+		// taken counts the steps that read the state above; done is the last of them that
+		// finished, and stepped is closed and replaced when one does (withdraw waits on it).
+		taken, done uint64
+		stepped     chan struct{}
 	}
 }
 
@@ -183,6 +187,7 @@ func Start(opts Options) (*Service, error) {
 	s.mu.extra = map[string]int{}
 	s.mu.lookups = map[string][]chan netip.AddrPort{}
 	s.mu.own = map[string]bool{}
+	s.mu.stepped = make(chan struct{})
 	s.mu.wantEpoch = EpochAt(opts.Now(), opts.Epoch)
 	s.mu.want = s.wantLocked(s.mu.wantEpoch)
 	go s.runLoop()
@@ -224,10 +229,38 @@ func (s *Service) AnnounceTag(tag string) (withdraw func(), err error) {
 			if s.mu.extra[tag]--; s.mu.extra[tag] <= 0 {
 				delete(s.mu.extra, tag)
 			}
+			next := s.mu.taken + 1
 			s.mu.Unlock()
 			s.poke()
+			s.waitStep(next, withdrawWait)
 		})
 	}, nil
+}
+
+// withdrawWait bounds how long withdraw waits for the loop to stop announcing the tag.
+const withdrawWait = 5 * time.Second
+
+// waitStep waits until step n (counted from the start, as it reads the state) has finished,
+// the service closes, or d passes: a tag withdrawn is then no longer registered, and a lookup
+// made next does not find it here.
+func (s *Service) waitStep(n uint64, d time.Duration) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		done, ch := s.mu.done, s.mu.stepped
+		s.mu.Unlock()
+		if done >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-s.done:
+			return
+		case <-deadline.C:
+			return
+		}
+	}
 }
 
 // Lookup asks the network for an announcement carrying tag until one is heard or ctx ends,
@@ -380,7 +413,12 @@ func (s *Service) runLoop() {
 	poll := time.NewTicker(pollEvery)
 	defer poll.Stop()
 	for {
-		s.step(&st)
+		n := s.step(&st)
+		s.mu.Lock()
+		s.mu.done = n
+		close(s.mu.stepped)
+		s.mu.stepped = make(chan struct{})
+		s.mu.Unlock()
 		select {
 		case <-s.done:
 			return
@@ -391,14 +429,18 @@ func (s *Service) runLoop() {
 }
 
 // step makes the connection match the interfaces, the epoch, the tags and the browse
-// schedule.
-func (s *Service) step(st *state) {
+// schedule, and returns its number (Service.mu.taken).
+func (s *Service) step(st *state) (n uint64) {
+	s.mu.Lock()
+	s.mu.taken++
+	n = s.mu.taken
+	s.mu.Unlock()
 	now := s.opts.Now()
 	epoch := EpochAt(now, s.opts.Epoch)
 	ifs, fp, err := s.interfaces()
 	if err != nil {
 		s.log.Debug("discovery: listing interfaces", "err", err)
-		return
+		return n
 	}
 	s.mu.Lock()
 	if epoch != s.mu.wantEpoch {
@@ -467,6 +509,7 @@ func (s *Service) step(st *state) {
 		}
 		st.browse, st.browsedAt = cancel, now
 	}
+	return n
 }
 
 // requery restarts the browse at the next step, which asks at once.

@@ -158,7 +158,9 @@ func TestAnnounceAndLookupTag(t *testing.T) {
 		t.Errorf("the announcer found its own announcement at %v", addrs)
 	}
 
-	withdraw()
+	withdraw() // returns once the announcer's loop has unregistered the tag
+	// Answers sa sent before that may still be on their way to sb.
+	time.Sleep(300 * time.Millisecond)
 	short, cancel3 := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel3()
 	if addrs, err := sb.Lookup(short, tag); err == nil {
