@@ -49,8 +49,10 @@ lin() { "$LIN_BIN" --home "$LIN" "$@"; }
 
 win init --name win >/dev/null
 lin init --name lin >/dev/null
-win daemon --listen 127.0.0.1:0 </dev/null >"$T/win.log" 2>&1 & pids+=($!)
-lin daemon --listen 127.0.0.1:0 </dev/null >"$T/lin.log" 2>&1 & pids+=($!)
+# Started directly, not through win and lin: $! of a backgrounded shell function is a subshell,
+# and killing it at cleanup would leave the daemon running.
+wine "$T/peerfs.exe" --home "$WIN" daemon --listen 127.0.0.1:0 </dev/null >"$T/win.log" 2>&1 & pids+=($!)
+"$LIN_BIN" --home "$LIN" daemon --listen 127.0.0.1:0 </dev/null >"$T/lin.log" 2>&1 & pids+=($!)
 listen() {
   for _ in $(seq 300); do
     # Each poll is bounded: under Wine a control call made while the daemon is still starting
